@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Launch-overhead benchmark (DESIGN §9.1), run ON the GPU machine from the repo root, after
+# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
+#
+#   bash tools/bench/run_launch_bench.sh "$OUT" [--native-only]
+#
+# Runs .gpu/launch_rate natively, with LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=passthrough and
+# with GPUPRIO_MODE=schedule; 1 and 8 threads; --api driver and runtime; each configuration
+# REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
+# A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal.
+# Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
+# OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
+# Environment: LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
+# BENCH_TIMEOUT (seconds per run, default 60).
+set -uo pipefail
+
+usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
+[[ $# -ge 1 ]] || usage
+out="$1"; shift
+native_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --native-only) native_only=1 ;;
+    *) usage ;;
+  esac
+done
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+bin="$repo/.gpu/launch_rate"
+lib="$repo/.gpu/libgpuprio.so"
+launches="${LAUNCHES:-100000}"
+reps="${REPS:-3}"
+per_run_timeout="${BENCH_TIMEOUT:-60}"
+py="${PYTHON:-python3}"
+say() { printf 'run_launch_bench: %s\n' "$*"; }
+
+[[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
+modes=(native)
+if ((native_only == 0)); then
+  [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
+  modes+=(passthrough schedule)
+fi
+mkdir -p "$out"
+work="$(mktemp -d /tmp/gpuprio_launch_bench.XXXXXX)"
+runs="$work/runs.jsonl"
+: >"$runs"
+
+for ((r = 1; r <= reps; r++)); do
+  for threads in 1 8; do
+    for api in driver runtime; do
+      for mode in "${modes[@]}"; do
+        env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG)
+        [[ "$mode" == native ]] || env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE="$mode")
+        tag="$mode.t$threads.$api.r$r"
+        timeout -k 5 "$per_run_timeout" "${env_args[@]}" "$bin" --threads "$threads" --api "$api" \
+          --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
+        rc=$?
+        # One record per run: the program's JSON line (if any) plus what the script knows.
+        "$py" - "$mode" "$threads" "$api" "$r" "$rc" "$work/$tag.out" "$work/$tag.err" >>"$runs" <<'PY'
+import json, sys
+mode, threads, api, rep, rc, out_path, err_path = sys.argv[1:]
+rec = {}
+out = open(out_path, errors="replace").read()
+for line in out.splitlines():
+    if line.startswith("{"):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            pass
+err = open(err_path, errors="replace").read()
+rec.update(mode=mode, threads=int(threads), api=api, rep=int(rep), rc=int(rc))
+rec["ok"] = bool(rec.get("ok")) and int(rc) == 0
+if not rec["ok"]:
+    rec["stderr_tail"] = err[-1500:]
+    rec["stdout_tail"] = out[-500:]
+    if int(rc) in (124, 137):
+        rec["error"] = (rec.get("error") or "") + " timed out"
+print(json.dumps(rec))
+PY
+        printf 'run_launch_bench: round %d %-11s threads=%d api=%-7s rc=%d %s\n' "$r" "$mode" "$threads" "$api" "$rc" \
+          "$(grep -o '"launches_per_s":[0-9.]*,"call_us_mean":[0-9.]*' "$work/$tag.out" 2>/dev/null)"
+      done
+    done
+  done
+done
+
+"$py" "$repo/tools/bench/launch_bench_report.py" "$runs" "$out/launch_bench.json" "$out/launch_bench.txt" \
+  --launches "$launches" --reps "$reps"
+rc=$?
+cat "$out/launch_bench.txt" 2>/dev/null
+exit "$rc"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds, on the CPU machine, everything the GPU checks and benchmarks need, into .gpu/ (git-ignored,
+# sent to the GPU machine with the device tool's carry: [".gpu"]):
+#   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
+#   .gpu/driver_api_program     tools/gpu_check/driver_api_program.cu (+ embedded driver_api_kernels.cu)
+#   .gpu/launch_rate            tools/bench/launch_rate.cu
+# Idempotent: every run rebuilds all of it.
+#
+# Usage: bash tools/gpu_check/build_artifacts.sh [--skip-lib]
+#   --skip-lib  build only the CUDA programs (for a native-only run before the library exists);
+#               a libgpuprio.so already in .gpu/ is left as it is.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+say() { printf 'build_artifacts: %s\n' "$*"; }
+die() { printf 'build_artifacts: error: %s\n' "$*" >&2; exit 1; }
+
+skip_lib=0
+for arg in "$@"; do
+  case "$arg" in
+    --skip-lib) skip_lib=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) die "unknown argument: $arg (see --help)" ;;
+  esac
+done
+
+cuda="${CUDA_HOME:-/usr/local/cuda}"
+nvcc="$cuda/bin/nvcc"
+bin2c="$cuda/bin/bin2c"
+[[ -x "$nvcc" ]] || die "nvcc not found at $nvcc (set CUDA_HOME)"
+[[ -x "$bin2c" ]] || die "bin2c not found at $bin2c (set CUDA_HOME)"
+
+grep -qxF '/.gpu/' .gitignore 2>/dev/null || die ".gitignore must list /.gpu/ so build outputs stay out of git"
+
+out="$repo/.gpu"
+gen="$out/gen"
+mkdir -p "$out" "$gen"
+
+# --- The library. ---
+if ((skip_lib)); then
+  say "--skip-lib: not building //hook:libgpuprio.so"
+else
+  command -v bazel >/dev/null || die "bazel not found (run tools/setup.sh)"
+  if ! bazel query //hook:libgpuprio.so >/dev/null 2>"$gen/bazel_query.err"; then
+    sed 's/^/  /' "$gen/bazel_query.err" >&2
+    die "the Bazel target //hook:libgpuprio.so does not exist (yet); build it first, or pass --skip-lib to build only the CUDA programs"
+  fi
+  say "bazel build -c opt //hook:libgpuprio.so"
+  bazel build -c opt //hook:libgpuprio.so
+  lib="$(bazel cquery -c opt --output=files //hook:libgpuprio.so 2>/dev/null | grep 'libgpuprio\.so$' | head -1 || true)"
+  [[ -n "$lib" && -f "$lib" ]] || lib="bazel-bin/hook/libgpuprio.so"
+  [[ -f "$lib" ]] || die "bazel reported success but $lib is missing"
+  install -m 0755 "$lib" "$out/libgpuprio.so"
+  say "copied $lib -> .gpu/libgpuprio.so"
+fi
+
+# --- The CUDA programs (sm_90 SASS + compute_90 PTX; run on the H100/H200). ---
+arch=(-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90)
+common=(-std=c++17 -O2 -Xcompiler -Wall,-Wextra)
+
+say "nvcc: driver_api_kernels.cu -> fatbin -> embedded image"
+"$nvcc" "${arch[@]}" -fatbin -o "$gen/driver_api_kernels.fatbin" tools/gpu_check/driver_api_kernels.cu
+# bin2c writes `const unsigned long long gp_driver_api_image[]`: 8-byte aligned, as
+# cuModuleLoadData wants a fatbin image to be.
+"$bin2c" --const --static --name gp_driver_api_image --type longlong "$gen/driver_api_kernels.fatbin" \
+  >"$gen/driver_api_image.h.tmp"
+mv -f "$gen/driver_api_image.h.tmp" "$gen/driver_api_image.h"
+
+# Host code only: compiled as C++ by the host compiler, so no CUDA runtime registration code (nvcc
+# would add some even for a file without kernels) and no libcudart.
+cxx="${CXX:-g++}"
+say "$cxx: driver_api_program.cu -> .gpu/driver_api_program (-lcuda, no CUDA runtime)"
+"$cxx" -x c++ -std=c++17 -O2 -Wall -Wextra -I"$cuda/include" -I"$gen" \
+  -o "$out/driver_api_program" tools/gpu_check/driver_api_program.cu -x none \
+  -L"$cuda/lib64/stubs" -L"$cuda/lib64" -lcuda
+
+say "nvcc: launch_rate.cu -> .gpu/launch_rate (-lcuda, static CUDA runtime)"
+"$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
+  -o "$out/launch_rate" tools/bench/launch_rate.cu -lcuda -lpthread
+
+# Nothing here may depend on a libcuda other than the driver's libcuda.so.1.
+for p in "$out/driver_api_program" "$out/launch_rate"; do
+  ldd_out="$(readelf -d "$p" | grep NEEDED || true)"
+  grep -q 'libcuda.so.1' <<<"$ldd_out" || die "$p does not link libcuda.so.1: $ldd_out"
+  if grep -q 'libcudart' <<<"$ldd_out"; then die "$p links a shared libcudart: $ldd_out"; fi
+done
+
+say "done:"
+ls -l "$out" | sed 's/^/  /'

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Interception check, run ON the GPU machine from the repo root, after build_artifacts.sh has filled
+# .gpu/ on the CPU machine and .gpu was carried along:
+#
+#   bash tools/gpu_check/run_interception_check.sh "$OUT" [--native-only]
+#
+# Each check (resnet, matmul, triton, graph: PyTorch/Triton in python3; driver: .gpu/driver_api_program)
+# runs twice, each time as its own process: natively, then with
+#   LD_PRELOAD=$PWD/.gpu/libgpuprio.so GPUPRIO_MODE=passthrough GPUPRIO_LOG=info
+# The outputs must be correct both times and bit-identical between the two, the driver program's
+# launches must be counted on gpuprio's exported path, and gpuprio must have seen launches through
+# both cuLaunchKernel and cuLaunchKernelEx. --native-only runs every check twice natively instead
+# (checks the scripts and that the outputs are deterministic, without the library).
+#
+# Writes OUT/interception_summary.txt, OUT/interception.json, OUT/log.txt; exit 0 only on PASS.
+# Environment: PYTHON (default python3), GPUPRIO_CHECK_TIMEOUT (seconds per process, default 150).
+set -uo pipefail
+
+usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
+[[ $# -ge 1 ]] || usage
+out="$1"; shift
+native_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --native-only) native_only=1 ;;
+    *) usage ;;
+  esac
+done
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+py="${PYTHON:-python3}"
+per_run_timeout="${GPUPRIO_CHECK_TIMEOUT:-150}"
+lib="$repo/.gpu/libgpuprio.so"
+prog="$repo/.gpu/driver_api_program"
+script="$repo/tools/gpu_check/interception_check.py"
+mkdir -p "$out"
+work="$(mktemp -d /tmp/gpuprio_interception.XXXXXX)"
+say() { printf 'run_interception_check: %s\n' "$*"; }
+
+[[ -x "$prog" ]] || { say "error: $prog missing: run tools/gpu_check/build_artifacts.sh on the CPU machine and carry .gpu"; exit 1; }
+if ((native_only)); then
+  tags=(native native2)
+else
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh (without --skip-lib) and carry .gpu"; exit 1; }
+  tags=(native preload)
+fi
+
+export PYTHONUNBUFFERED=1
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+
+# run_one CHECK TAG: one process, its stdout/stderr/rc/command kept in $work.
+run_one() {
+  local check="$1" tag="$2"
+  local base="$work/$check.$tag"
+  local -a env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG)
+  if [[ "$tag" == preload ]]; then
+    env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough GPUPRIO_LOG=info)
+  fi
+  # Each run compiles its own Triton kernels, so the two runs take the same path.
+  env_args+=(TRITON_CACHE_DIR="$work/triton_cache.$tag")
+  local -a cmd
+  if [[ "$check" == driver ]]; then
+    cmd=("$prog" --iterations 20)
+  else
+    cmd=("$py" "$script" run "$check" --tag "$tag" --workdir "$work")
+  fi
+  echo "${env_args[*]} ${cmd[*]}" >"$base.cmd"
+  local t0=$SECONDS
+  timeout -k 10 "$per_run_timeout" "${env_args[@]}" "${cmd[@]}" >"$base.out" 2>"$base.err"
+  local rc=$?
+  echo "$rc" >"$base.rc"
+  say "$check [$tag]: rc=$rc ($((SECONDS - t0)) s)$( ((rc == 124 || rc == 137)) && echo " TIMED OUT after ${per_run_timeout}s")"
+}
+
+say "work dir $work; tags ${tags[*]}"
+for check in driver resnet matmul triton graph; do
+  for tag in "${tags[@]}"; do
+    run_one "$check" "$tag"
+  done
+done
+
+summ=(summarize --workdir "$work" --out "$out" --tags "${tags[@]}")
+((native_only)) || summ+=(--expect-gpuprio)
+env -u LD_PRELOAD "$py" "$script" "${summ[@]}"
+rc=$?
+say "summary in $out/interception_summary.txt, $out/interception.json, $out/log.txt; exit $rc"
+exit "$rc"
