@@ -1,0 +1,40 @@
+// gpuprio's process configuration, read once from the environment (GPUPRIO_*).
+// ParseConfig is pure and reports bad values; GetConfig never fails: on a bad value it says so
+// once on stderr and runs the program on in passthrough mode (gpuprio never takes a program down).
+#ifndef GPUPRIO_HOOK_CONFIG_H_
+#define GPUPRIO_HOOK_CONFIG_H_
+
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/logging.h"
+
+namespace gpuprio::hook {
+
+enum class Mode {
+  kSchedule,     // stream work goes through the priority scheduler
+  kPassthrough,  // every call is intercepted, counted and forwarded unchanged
+  kOff,          // lookups return the driver's own pointers; nothing is intercepted
+};
+
+absl::string_view ModeName(Mode mode);
+
+struct Config {
+  Mode mode = Mode::kSchedule;
+  LogLevel log_level = LogLevel::kWarning;
+};
+
+// Reads GPUPRIO_MODE (schedule | passthrough | off) and GPUPRIO_LOG (error | warning | info |
+// debug) through `getenv`; unset means the default. Returns InvalidArgument naming the variable,
+// the bad value and the accepted ones.
+absl::StatusOr<Config> ParseConfig(
+    absl::FunctionRef<const char*(const char*)> getenv);
+
+// The process configuration, parsed from the real environment on first use. Thread-safe.
+const Config& GetConfig();
+
+}  // namespace gpuprio::hook
+
+#endif  // GPUPRIO_HOOK_CONFIG_H_

@@ -1,0 +1,9 @@
+// Every Interceptor specialisation, so each translation unit that instantiates wrappers sees the
+// same set (one definition rule).
+#ifndef GPUPRIO_HOOK_INTERCEPTORS_H_
+#define GPUPRIO_HOOK_INTERCEPTORS_H_
+
+#include "hook/interceptor.h"
+#include "hook/proc_address_hook.h"
+
+#endif  // GPUPRIO_HOOK_INTERCEPTORS_H_

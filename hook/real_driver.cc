@@ -1,0 +1,122 @@
+#include "hook/real_driver.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/base/attributes.h"
+#include "absl/base/call_once.h"
+#include "absl/strings/str_format.h"
+#include "hook/thread_state.h"
+#include "scheduler/logging.h"
+
+// Read by the dlsym trampoline (hook/dlsym_hook.cc) without a call, so it has C linkage.
+extern "C" {
+__attribute__((visibility("hidden"))) std::atomic<gpuprio::hook::DlsymFn>
+    gpuprio_internal_real_dlsym{nullptr};
+}
+
+namespace gpuprio::hook {
+namespace internal_real_driver {
+ABSL_CONST_INIT std::atomic<void*> g_real_entries[kApiCount] = {};
+}  // namespace internal_real_driver
+
+namespace {
+
+struct EntryByPointer {
+  const void* real;
+  ApiId id;
+};
+
+ABSL_CONST_INIT absl::once_flag g_resolve_once;
+// Written once inside g_resolve_once, read only after it.
+bool g_resolved_ok = false;
+EntryByPointer g_by_pointer[kApiCount];
+int g_by_pointer_count = 0;
+
+void ResolveOnce() {
+  HookScope hook;
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    Log(LogLevel::kWarning,
+        absl::StrFormat("cannot load libcuda.so.1 (%s); driver calls fail with "
+                        "CUDA_ERROR_NOT_FOUND", why != nullptr ? why : "unknown error"));
+    return;
+  }
+  DlsymFn dl = RealDlsym();
+  auto get_proc_address =
+      reinterpret_cast<PFN_cuGetProcAddress_v12000>(dl(handle, "cuGetProcAddress_v2"));
+  for (int i = 0; i < kApiCount; ++i) {
+    const ApiInfo& info = kApis[i];
+    void* entry = nullptr;
+    if (get_proc_address != nullptr) {
+      CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      const cuuint64_t flags = info.variant == ApiVariant::kPerThread
+                                   ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                   : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+      DriverCallScope in_driver;
+      if (get_proc_address(info.base, &entry, info.version, flags, &status) != CUDA_SUCCESS ||
+          status != CU_GET_PROC_ADDRESS_SUCCESS) {
+        entry = nullptr;
+      }
+    }
+    // The exported name is the exact ABI, so it is a sound second source (drivers without
+    // cuGetProcAddress_v2, or an ABI it does not hand out).
+    if (entry == nullptr) entry = dl(handle, info.symbol);
+    internal_real_driver::g_real_entries[i].store(entry, std::memory_order_release);
+    if (entry != nullptr) g_by_pointer[g_by_pointer_count++] = {entry, static_cast<ApiId>(i)};
+  }
+  std::stable_sort(g_by_pointer, g_by_pointer + g_by_pointer_count,
+                   [](const EntryByPointer& a, const EntryByPointer& b) {
+                     return std::less<const void*>()(a.real, b.real);
+                   });
+  g_resolved_ok = true;
+}
+
+}  // namespace
+
+DlsymFn RealDlsym() {
+  DlsymFn fn = gpuprio_internal_real_dlsym.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  void* found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  if (found == nullptr) {
+    Log(LogLevel::kError, "glibc's dlsym not found (neither GLIBC_2.34 nor GLIBC_2.2.5)");
+    std::abort();
+  }
+  fn = reinterpret_cast<DlsymFn>(found);
+  gpuprio_internal_real_dlsym.store(fn, std::memory_order_release);
+  return fn;
+}
+
+bool ResolveRealDriver() {
+  absl::call_once(g_resolve_once, ResolveOnce);
+  return g_resolved_ok;
+}
+
+std::optional<ApiId> FindApiByRealEntry(const void* p) {
+  if (!ResolveRealDriver()) return std::nullopt;
+  const EntryByPointer* end = g_by_pointer + g_by_pointer_count;
+  const EntryByPointer* it =
+      std::lower_bound(static_cast<const EntryByPointer*>(g_by_pointer), end, p, [](const EntryByPointer& e, const void* key) {
+        return std::less<const void*>()(e.real, key);
+      });
+  if (it == end || it->real != p) return std::nullopt;
+  return it->id;
+}
+
+bool AddressIsInDriver(const void* address) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* base = std::strrchr(info.dli_fname, '/');
+  base = base != nullptr ? base + 1 : info.dli_fname;
+  return std::strncmp(base, "libcuda.so", 10) == 0;
+}
+
+}  // namespace gpuprio::hook

@@ -1,0 +1,46 @@
+// Where the real driver lives: the real dlsym, libcuda's handle, and the real entry point of every
+// row of driver_api.def, resolved through the real cuGetProcAddress_v2 (never by guessing names).
+#ifndef GPUPRIO_HOOK_REAL_DRIVER_H_
+#define GPUPRIO_HOOK_REAL_DRIVER_H_
+
+#include <atomic>
+#include <optional>
+
+#include "hook/api_table.h"
+
+namespace gpuprio::hook {
+
+using DlsymFn = void* (*)(void*, const char*);
+
+// glibc's dlsym, found with dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), then "GLIBC_2.2.5".
+// Never null once it returns (gpuprio aborts with a message if glibc has neither version).
+DlsymFn RealDlsym();
+
+// Loads libcuda.so.1 (it is normally loaded already) and resolves every row. Idempotent and
+// thread-safe; returns false if the driver cannot be loaded.
+bool ResolveRealDriver();
+
+namespace internal_real_driver {
+extern std::atomic<void*> g_real_entries[kApiCount];
+}  // namespace internal_real_driver
+
+// The driver's own entry point for `id`, or null if the driver does not have that ABI.
+// Hot path: one acquire load once resolved.
+inline void* RealEntry(ApiId id) {
+  void* p = internal_real_driver::g_real_entries[static_cast<int>(id)].load(
+      std::memory_order_acquire);
+  if (p != nullptr) return p;
+  ResolveRealDriver();
+  return internal_real_driver::g_real_entries[static_cast<int>(id)].load(
+      std::memory_order_acquire);
+}
+
+// The row whose real entry point is `p` (after ResolveRealDriver), or nullopt.
+std::optional<ApiId> FindApiByRealEntry(const void* p);
+
+// True if `address` lies in the loaded libcuda.so.* (the real driver, or tests' fake driver).
+bool AddressIsInDriver(const void* address);
+
+}  // namespace gpuprio::hook
+
+#endif  // GPUPRIO_HOOK_REAL_DRIVER_H_
