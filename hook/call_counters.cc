@@ -7,6 +7,9 @@
 
 namespace gpuprio::hook {
 namespace internal_call_counters {
+
+__thread CounterBlock* t_block = nullptr;
+
 namespace {
 
 // Blocks are never freed: a thread that exits hands its block (and its counts) to the next

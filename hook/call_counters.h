@@ -30,8 +30,8 @@ struct CounterBlock {
   CounterBlock* next;  // immutable once the block is published
 };
 
-inline thread_local CounterBlock* t_block
-    __attribute__((tls_model("initial-exec"), visibility("hidden"))) = nullptr;
+extern __thread CounterBlock* t_block
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 CounterBlock* AcquireBlockForThisThread();
 

@@ -21,6 +21,9 @@ __attribute__((visibility("hidden"))) std::atomic<gpuprio::hook::DlsymFn>
 }
 
 namespace gpuprio::hook {
+
+__thread ThreadState t_thread_state = {0, 0};
+
 namespace internal_real_driver {
 ABSL_CONST_INIT std::atomic<void*> g_real_entries[kApiCount] = {};
 }  // namespace internal_real_driver

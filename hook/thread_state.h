@@ -12,9 +12,10 @@ struct ThreadState {
 };
 
 // initial-exec: libgpuprio.so is loaded at start-up (LD_PRELOAD), so its TLS is static and every
-// access is one %fs-relative load instead of a __tls_get_addr call.
-inline thread_local ThreadState t_thread_state
-    __attribute__((tls_model("initial-exec"), visibility("hidden"))) = {0, 0};
+// access is one %fs-relative load instead of a __tls_get_addr call. __thread (no dynamic
+// initialisation) rather than thread_local, so no TLS wrapper call is generated either.
+extern __thread ThreadState t_thread_state
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 inline bool InDriverCall() { return t_thread_state.driver_call_depth > 0; }
 inline bool InHook() { return t_thread_state.hook_depth > 0; }
