@@ -7,11 +7,13 @@
 # Runs .gpu/launch_rate natively, with LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=passthrough and
 # with GPUPRIO_MODE=schedule; 1 and 8 threads; --api driver and runtime; each configuration
 # REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
-# A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal.
+# A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal; after a
+# mode has timed out twice its remaining runs are skipped (recorded as skipped), so a hanging mode
+# cannot push the whole script past the device tool's 10-minute limit.
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
 # Environment: LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
-# BENCH_TIMEOUT (seconds per run, default 60).
+# BENCH_TIMEOUT (seconds per run, default 20; a normal run takes 1-2 s).
 set -uo pipefail
 
 usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
@@ -31,7 +33,7 @@ bin="$repo/.gpu/launch_rate"
 lib="$repo/.gpu/libgpuprio.so"
 launches="${LAUNCHES:-100000}"
 reps="${REPS:-3}"
-per_run_timeout="${BENCH_TIMEOUT:-60}"
+per_run_timeout="${BENCH_TIMEOUT:-20}"
 py="${PYTHON:-python3}"
 say() { printf 'run_launch_bench: %s\n' "$*"; }
 
@@ -45,6 +47,7 @@ mkdir -p "$out"
 work="$(mktemp -d /tmp/gpuprio_launch_bench.XXXXXX)"
 runs="$work/runs.jsonl"
 : >"$runs"
+declare -A timeouts=()
 
 for ((r = 1; r <= reps; r++)); do
   for threads in 1 8; do
@@ -53,9 +56,16 @@ for ((r = 1; r <= reps; r++)); do
         env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG)
         [[ "$mode" == native ]] || env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE="$mode")
         tag="$mode.t$threads.$api.r$r"
-        timeout -k 5 "$per_run_timeout" "${env_args[@]}" "$bin" --threads "$threads" --api "$api" \
-          --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
-        rc=$?
+        if ((${timeouts[$mode]:-0} >= 2)); then
+          echo "skipped: mode $mode timed out twice" >"$work/$tag.err"
+          : >"$work/$tag.out"
+          rc=125
+        else
+          timeout -k 5 "$per_run_timeout" "${env_args[@]}" "$bin" --threads "$threads" --api "$api" \
+            --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
+          rc=$?
+          ((rc == 124 || rc == 137)) && timeouts[$mode]=$((${timeouts[$mode]:-0} + 1))
+        fi
         # One record per run: the program's JSON line (if any) plus what the script knows.
         "$py" - "$mode" "$threads" "$api" "$r" "$rc" "$work/$tag.out" "$work/$tag.err" >>"$runs" <<'PY'
 import json, sys
@@ -76,6 +86,8 @@ if not rec["ok"]:
     rec["stdout_tail"] = out[-500:]
     if int(rc) in (124, 137):
         rec["error"] = (rec.get("error") or "") + " timed out"
+    elif int(rc) == 125:
+        rec["error"] = "skipped (mode timed out twice)"
 print(json.dumps(rec))
 PY
         printf 'run_launch_bench: round %d %-11s threads=%d api=%-7s rc=%d %s\n' "$r" "$mode" "$threads" "$api" "$rc" \
