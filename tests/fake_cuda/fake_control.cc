@@ -1,0 +1,58 @@
+// The fakecuda_* controls that act on the virtual devices (fake_cuda_control.h); the log
+// getters live in call_log.cc.
+#include "absl/synchronization/mutex.h"
+#include "tests/fake_cuda/call_log.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
+#include "tests/fake_cuda/fake_state.h"
+#include "tests/fake_cuda/virtual_device.h"
+
+using fakecuda::Mu;
+using fakecuda::S;
+
+extern "C" {
+
+void fakecuda_reset(void) {
+  {
+    absl::MutexLock lock(&Mu());
+    for (fakecuda::Device& dev : S().devices) dev.paused = false;
+    fakecuda::WaitAllIdle();
+    S().kernel_duration_ns.clear();
+    S().kernel_failure.clear();
+    for (auto& [handle, kind] : S().handles) {
+      if (kind == fakecuda::Kind::kContext) {
+        auto* ctx = static_cast<fakecuda::Context*>(const_cast<void*>(handle));
+        ctx->pending_error = CUDA_SUCCESS;
+        for (fakecuda::Stream* s : ctx->streams) s->pending_error = CUDA_SUCCESS;
+      }
+    }
+  }
+  fakecuda::ClearInjections();
+  fakecuda::ClearLogs();
+}
+
+void fakecuda_set_kernel_duration_ns(const char* kernel_name, uint64_t ns) {
+  absl::MutexLock lock(&Mu());
+  S().kernel_duration_ns[kernel_name] = static_cast<int64_t>(ns);
+}
+
+void fakecuda_set_device_paused(int device, int paused) {
+  absl::MutexLock lock(&Mu());
+  if (device < 0 || device >= S().device_count) return;
+  S().devices[device].paused = paused != 0;
+}
+
+void fakecuda_wait_idle(void) {
+  absl::MutexLock lock(&Mu());
+  fakecuda::WaitAllIdle();
+}
+
+void fakecuda_fail_kernel(const char* kernel_name, int result) {
+  absl::MutexLock lock(&Mu());
+  if (result == CUDA_SUCCESS) {
+    S().kernel_failure.erase(kernel_name);
+  } else {
+    S().kernel_failure[kernel_name] = static_cast<CUresult>(result);
+  }
+}
+
+}  // extern "C"
