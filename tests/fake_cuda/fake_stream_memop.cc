@@ -1,5 +1,7 @@
 // Stream memory operations of the fake driver: cuStreamWaitValue32/64 and cuStreamWriteValue32/64
 // in their v1 (8000/9000) and v2 (11070) ABIs, each with _ptsz.
+#include <type_traits>
+
 #include "absl/synchronization/mutex.h"
 #include "tests/fake_cuda/call_log.h"
 #include "tests/fake_cuda/fake_state.h"
@@ -21,7 +23,8 @@ CUresult WaitValue(CallScope& call, CUstream h, bool per_thread, CUdeviceptr add
   op->ready = [addr, value, mode] {
     const T v = __atomic_load_n(reinterpret_cast<T*>(addr), __ATOMIC_ACQUIRE);
     switch (mode) {
-      case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<int64_t>(v - value) >= 0;
+      case CU_STREAM_WAIT_VALUE_GEQ:  // cyclic comparison in T's width, as CUDA defines it
+        return static_cast<std::make_signed_t<T>>(static_cast<T>(v - value)) >= 0;
       case CU_STREAM_WAIT_VALUE_EQ: return v == value;
       case CU_STREAM_WAIT_VALUE_AND: return (v & value) != 0;
       default: return ~(v | value) != 0;
