@@ -16,6 +16,9 @@ void RunClient(const std::string& client, const std::string& scenario) {
   std::string tsan = std::getenv("TSAN_OPTIONS") ? std::getenv("TSAN_OPTIONS") : "";
   // The fork scenario starts threads in a child of a threaded parent: allowed, as in CUDA apps.
   tsan += (tsan.empty() ? "" : ":") + std::string("die_after_fork=0");
+  if (auto supp = gpuprio_test::Runfile("tests/fake_cuda/tsan_dlopen.supp"); supp.ok()) {
+    tsan += ":suppressions=" + *supp;
+  }
   auto result = gpuprio_test::RunProcess(
       {*bin, scenario},
       {{"LD_LIBRARY_PATH", gpuprio_test::Dirname(*lib)}, {"TSAN_OPTIONS", tsan}});
