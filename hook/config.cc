@@ -6,6 +6,7 @@
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 namespace gpuprio::hook {
@@ -29,6 +30,16 @@ absl::string_view ModeName(Mode mode) {
       return "off";
   }
   return "unknown";
+}
+
+std::optional<int> ParsePriority(absl::string_view text) {
+  const std::string value = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (value == "low") return -1;
+  if (value == "normal") return 0;
+  if (value == "high") return 1;
+  int number = 0;
+  if (!absl::SimpleAtoi(value, &number) || number < -100 || number > 100) return std::nullopt;
+  return number;
 }
 
 absl::StatusOr<Config> ParseConfig(
@@ -59,6 +70,20 @@ absl::StatusOr<Config> ParseConfig(
     } else {
       return BadValue("GPUPRIO_LOG", raw, "error, warning, info, debug");
     }
+  }
+  if (const char* raw = getenv("GPUPRIO_PRIORITY"); raw != nullptr && *raw != '\0') {
+    const std::optional<int> priority = ParsePriority(raw);
+    if (!priority.has_value()) {
+      return BadValue("GPUPRIO_PRIORITY", raw, "low, normal, high, or an integer -100..100");
+    }
+    config.default_priority = *priority;
+  }
+  if (const char* raw = getenv("GPUPRIO_BUDGET_US"); raw != nullptr && *raw != '\0') {
+    int64_t us = 0;
+    if (!absl::SimpleAtoi(raw, &us) || us < 1 || us > 10'000'000) {
+      return BadValue("GPUPRIO_BUDGET_US", raw, "an integer number of microseconds, 1..10000000");
+    }
+    config.budget_ns = static_cast<uint64_t>(us) * 1000;
   }
   return config;
 }

@@ -4,6 +4,8 @@
 #ifndef GPUPRIO_HOOK_CONFIG_H_
 #define GPUPRIO_HOOK_CONFIG_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -24,10 +26,15 @@ absl::string_view ModeName(Mode mode);
 struct Config {
   Mode mode = Mode::kSchedule;
   LogLevel log_level = LogLevel::kWarning;
+  int default_priority = 0;          // GPUPRIO_PRIORITY: low | normal | high | -100..100
+  uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
 };
 
-// Reads GPUPRIO_MODE (schedule | passthrough | off) and GPUPRIO_LOG (error | warning | info |
-// debug) through `getenv`; unset means the default. Returns InvalidArgument naming the variable,
+// "low" / "normal" / "high" or an integer in [-100, 100]; nullopt otherwise.
+std::optional<int> ParsePriority(absl::string_view text);
+
+// Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
+// debug), GPUPRIO_PRIORITY and GPUPRIO_BUDGET_US through `getenv`; unset means the default. Returns InvalidArgument naming the variable,
 // the bad value and the accepted ones.
 absl::StatusOr<Config> ParseConfig(
     absl::FunctionRef<const char*(const char*)> getenv);

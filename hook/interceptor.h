@@ -1,7 +1,8 @@
 // The hook point between a generated wrapper and the real driver. A wrapper counts the call and
 // hands it to Interceptor<id>::Call(path, real, args...); the primary template forwards to the
-// driver. cuGetProcAddress (proc_address_hook.h) and, in schedule mode, the scheduler's stream
-// work plug in by specialising it for their rows. Every specialisation must be visible wherever
+// driver. cuGetProcAddress (proc_address_hook.h) plugs in by specialising it for its rows, the
+// scheduler (scheduled_calls.h) by specialising it for the ordered, sync and inline classes and
+// for the rows that need more than the class's generic handling. Every specialisation must be visible wherever
 // wrappers are instantiated: include it from hook/interceptors.h.
 #ifndef GPUPRIO_HOOK_INTERCEPTOR_H_
 #define GPUPRIO_HOOK_INTERCEPTOR_H_
@@ -14,7 +15,7 @@
 
 namespace gpuprio::hook {
 
-template <ApiId kId>
+template <ApiId kId, ApiClass kClass = Info(kId).api_class>
 struct Interceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath /*path*/, Real real, Args... args) {

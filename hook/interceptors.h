@@ -5,5 +5,8 @@
 
 #include "hook/interceptor.h"
 #include "hook/proc_address_hook.h"
+#include "hook/scheduled_calls.h"
+#include "hook/scheduled_launch_calls.h"
+#include "hook/scheduled_stream_calls.h"
 
 #endif  // GPUPRIO_HOOK_INTERCEPTORS_H_

@@ -38,6 +38,7 @@ struct EntryByPointer {
 ABSL_CONST_INIT absl::once_flag g_resolve_once;
 // Written once inside g_resolve_once, read only after it.
 bool g_resolved_ok = false;
+PFN_cuGetProcAddress_v12000 g_get_proc_address = nullptr;
 EntryByPointer g_by_pointer[kApiCount];
 int g_by_pointer_count = 0;
 
@@ -55,6 +56,7 @@ void ResolveOnce() {
   DlsymFn dl = RealDlsym();
   auto get_proc_address =
       reinterpret_cast<PFN_cuGetProcAddress_v12000>(dl(handle, "cuGetProcAddress_v2"));
+  g_get_proc_address = get_proc_address;
   for (int i = 0; i < kApiCount; ++i) {
     const ApiInfo& info = kApis[i];
     void* entry = nullptr;
@@ -101,6 +103,19 @@ DlsymFn RealDlsym() {
 bool ResolveRealDriver() {
   absl::call_once(g_resolve_once, ResolveOnce);
   return g_resolved_ok;
+}
+
+void* RealDriverFunction(const char* name, int cuda_version) {
+  if (!ResolveRealDriver() || g_get_proc_address == nullptr) return nullptr;
+  void* entry = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  DriverCallScope in_driver;
+  if (g_get_proc_address(name, &entry, cuda_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                         &status) != CUDA_SUCCESS ||
+      status != CU_GET_PROC_ADDRESS_SUCCESS) {
+    return nullptr;
+  }
+  return entry;
 }
 
 std::optional<ApiId> FindApiByRealEntry(const void* p) {

@@ -35,6 +35,10 @@ inline void* RealEntry(ApiId id) {
       std::memory_order_acquire);
 }
 
+// Any driver entry point by cuGetProcAddress name and ABI version (the scheduler's own needs:
+// cuCtxGetCurrent, cuFuncGetParamInfo, ...), or null.
+void* RealDriverFunction(const char* name, int cuda_version);
+
 // The row whose real entry point is `p` (after ResolveRealDriver), or nullopt.
 std::optional<ApiId> FindApiByRealEntry(const void* p);
 

@@ -1,0 +1,172 @@
+// How each API class meets the scheduler (definitions in docs/architecture.md):
+//   kOrdered  the call becomes an op (its by-value arguments copied into the op) and returns
+//             CUDA_SUCCESS at once; the dispatcher issues it. Runs inline instead on the
+//             per-thread default stream and while a stream capture is active.
+//   kInline   waits until its stream's queued work is issued, then runs on the calling thread.
+//   kSync     waits until the work it depends on (its stream, its event's last record, or the
+//             whole process) is issued, returns a deferred error if there is one, then runs.
+// Rows whose arguments point at memory the op must own, or whose semantics need more (launches,
+// event record and wait, copies from host memory, stream query, captures, destroy, unload) have
+// full specialisations in scheduled_*_calls.h.
+#ifndef GPUPRIO_HOOK_SCHEDULED_CALLS_H_
+#define GPUPRIO_HOOK_SCHEDULED_CALLS_H_
+
+#include <cuda.h>
+
+#include <new>
+#include <tuple>
+#include <type_traits>
+
+#include "hook/api_table.h"
+#include "hook/interceptor.h"
+#include "hook/real_driver.h"
+#include "hook/scheduler_bridge.h"
+#include "hook/thread_state.h"
+#include "scheduler/op.h"
+#include "scheduler/op_pool.h"
+#include "scheduler/scheduler.h"
+
+namespace gpuprio::hook {
+
+inline constexpr bool IsPerThreadEntry(ApiId id) {
+  return Info(id).variant == ApiVariant::kPerThread;
+}
+
+// Issues an op whose arguments are a std::tuple stored in op.args.
+template <ApiId kId, typename Real, typename Tuple>
+CUresult IssueTupleOp(scheduler::Op& op) {
+  static_assert(std::is_trivially_destructible_v<Tuple>);
+  const auto real = reinterpret_cast<Real>(RealEntry(kId));
+  Tuple* args = std::launder(reinterpret_cast<Tuple*>(op.args));
+  DriverCallScope in_driver;
+  return std::apply(real, *args);
+}
+
+// Runs a stream call now on the calling thread, after the work it must follow: its own stream's
+// queue, and for work outside the queues (per-thread stream) the legacy stream's.
+template <typename Real, typename... Args>
+CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int priority,
+                   Real real, Args... args) {
+  if (stream != nullptr) {
+    s->WaitStream(stream);
+    if (stream->legacy) {
+      s->WaitContext(stream->context);
+    } else if (stream->blocking) {
+      s->WaitLegacy(stream->context);
+    }
+  } else {
+    s->WaitLegacy(nullptr);
+  }
+  s->CountInline(priority);
+  DriverCallScope in_driver;
+  return real(args...);
+}
+
+// Queues a call whose arguments are all self-contained values. `depends_on`: a stream whose ops
+// submitted so far must be issued first (an event wait's recording stream).
+template <ApiId kId, typename Real, typename... Args>
+CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
+                       scheduler::StreamState* depends_on, uint64_t cost_hint_ns, Args... args) {
+  using Tuple = std::tuple<Args...>;
+  static_assert(sizeof(Tuple) <= scheduler::Op::kArgBytes, "op argument storage too small");
+  scheduler::Op* op = scheduler::OpPool::ForThisThread().Take();
+  new (op->args) Tuple(args...);
+  op->issue = &IssueTupleOp<kId, Real, Tuple>;
+  op->name = Info(kId).symbol;
+  op->stream = stream;
+  op->priority = s->EffectivePriority(stream);
+  op->cost_hint_ns = cost_hint_ns;
+  if (depends_on != nullptr && depends_on != stream) {
+    op->depends_on = depends_on;
+    op->depends_on_count = depends_on->submitted.load(std::memory_order_acquire);
+  }
+  op->submit_ns = MonotonicNowNs();
+  s->Submit(op);
+  return CUDA_SUCCESS;
+}
+
+template <ApiId kId>
+struct OrderedByValue {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
+    scheduler::StreamState* stream =
+        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    if (stream == nullptr || s->CaptureActive()) {
+      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    return SubmitByValue<kId, Real>(s, stream, nullptr, 0, args...);
+  }
+};
+
+template <ApiId kId>
+struct InlineCall {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    scheduler::StreamState* stream = nullptr;
+    if constexpr (kHasArg<CUstream, Args...>) {
+      stream = s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    }
+    return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+  }
+};
+
+// What a sync call waits for before it runs; returns a deferred error to report instead, or
+// CUDA_SUCCESS.
+template <ApiId kId, typename... Args>
+CUresult WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
+  if constexpr (kHasArg<CUstream, Args...>) {
+    scheduler::StreamState* stream =
+        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    if (stream == nullptr) {
+      s->WaitLegacy(nullptr);
+      return CUDA_SUCCESS;
+    }
+    s->WaitStream(stream);
+    if (stream->legacy) s->WaitContext(stream->context);
+    return s->TakeDeferredError(stream);
+  } else if constexpr (kHasArg<CUevent, Args...>) {
+    if (scheduler::StreamState* recorder = s->LastRecordStream(FirstArg<CUevent>(args...))) {
+      s->WaitStream(recorder);
+    }
+    return CUDA_SUCCESS;
+  } else {
+    // Synchronous copies and sets, frees, unloads: they follow all earlier work.
+    s->WaitAll();
+    return CUDA_SUCCESS;
+  }
+}
+
+template <ApiId kId>
+struct GenericSync {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    if (scheduler::Scheduler* s = ActiveScheduler()) {
+      const CUresult deferred = WaitBeforeSync<kId>(s, args...);
+      if (deferred != CUDA_SUCCESS) return deferred;
+    }
+    DriverCallScope in_driver;
+    return real(args...);
+  }
+};
+
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kOrdered> : OrderedByValue<kId> {};
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kInline> : InlineCall<kId> {};
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kSync> : GenericSync<kId> {};
+
+}  // namespace gpuprio::hook
+
+#endif  // GPUPRIO_HOOK_SCHEDULED_CALLS_H_

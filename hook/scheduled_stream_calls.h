@@ -1,0 +1,245 @@
+// The rows whose scheduling needs more than their class's generic handling: event record and
+// stream wait event (record -> wait ordering), copies that touch host memory (pageable memory is
+// copied synchronously by CUDA, so those run inline), calls with struct arguments or results
+// (inline), stream query, context synchronize, captures, and the destroy/unload calls that must
+// also forget what the scheduler cached.
+#ifndef GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
+#define GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
+
+#include <cuda.h>
+
+#include "hook/param_layout_cache.h"
+#include "hook/scheduled_calls.h"
+
+namespace gpuprio::hook {
+
+// True when `p` is host memory the driver does not know (pageable).
+bool IsPageableHostMemory(const void* p);
+
+// Nominal copy bandwidth for estimates before any copy has been measured (20 GB/s).
+inline uint64_t CopyCostHintNs(size_t bytes) { return bytes / 20 + 1000; }
+
+template <ApiId kId>
+struct EventRecordInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    const CUevent event = FirstArg<CUevent>(args...);
+    scheduler::StreamState* stream =
+        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    if (stream == nullptr || s->CaptureActive()) {
+      s->ForgetEvent(event);  // recorded now: a later wait need not wait for a queue
+      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 0, args...);
+    s->NoteEventRecord(event, stream);
+    return r;
+  }
+};
+
+template <ApiId kId>
+struct StreamWaitEventInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    scheduler::StreamState* recorder = s->LastRecordStream(FirstArg<CUevent>(args...));
+    scheduler::StreamState* stream =
+        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    if (stream == nullptr || s->CaptureActive()) {
+      if (recorder != nullptr) s->WaitStream(recorder);
+      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    return SubmitByValue<kId, Real>(s, stream, recorder, 0, args...);
+  }
+};
+
+// Host pointers are the arguments of type `const void*` / `void*` (HtoD source, DtoH
+// destination) or, for cuMemcpyAsync, either unified address.
+template <ApiId kId>
+struct HostCopyInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath path, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    bool pageable = false;
+    size_t bytes = 0;
+    auto inspect = [&](auto arg) {
+      using T = decltype(arg);
+      if constexpr (std::is_same_v<T, const void*> || std::is_same_v<T, void*>) {
+        pageable = pageable || IsPageableHostMemory(arg);
+      } else if constexpr (std::is_same_v<T, size_t>) {
+        bytes = arg;
+      }
+    };
+    (inspect(args), ...);
+    if constexpr (kId == ApiId::k_cuMemcpyAsync || kId == ApiId::k_cuMemcpyAsync_ptsz) {
+      const auto dst = reinterpret_cast<const void*>(std::get<0>(std::make_tuple(args...)));
+      const auto src = reinterpret_cast<const void*>(std::get<1>(std::make_tuple(args...)));
+      pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
+    }
+    scheduler::StreamState* stream =
+        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+    if (stream == nullptr || pageable || s->CaptureActive()) {
+      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), args...);
+  }
+};
+
+template <ApiId kId>
+struct StreamQueryInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    if (scheduler::Scheduler* s = ActiveScheduler()) {
+      if (scheduler::StreamState* stream =
+              s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId))) {
+        // Queued work is work not yet complete; querying must not block.
+        if (stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
+        const CUresult deferred = s->TakeDeferredError(stream);
+        if (deferred != CUDA_SUCCESS) return deferred;
+      }
+    }
+    DriverCallScope in_driver;
+    return real(args...);
+  }
+};
+
+template <ApiId kId>
+struct ContextSynchronizeInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath, Real real, Args... args) {
+    if (scheduler::Scheduler* s = ActiveScheduler()) {
+      CUcontext context = FirstArg<CUcontext>(args...);
+      if (context == nullptr) s->driver().ctx_get_current(&context);
+      s->WaitContext(context);
+      const CUresult deferred = s->TakeDeferredError(context);
+      if (deferred != CUDA_SUCCESS) return deferred;
+    }
+    DriverCallScope in_driver;
+    return real(args...);
+  }
+};
+
+// A sync call followed by bookkeeping once the driver has answered.
+template <ApiId kId, typename After>
+struct SyncThenInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath path, Real real, Args... args) {
+    const CUresult r = GenericSync<kId>::Call(path, real, args...);
+    if (scheduler::Scheduler* s = ActiveScheduler()) After::Run(s, r, args...);
+    return r;
+  }
+};
+
+struct AfterCaptureBegin {
+  template <typename... Args>
+  static void Run(scheduler::Scheduler* s, CUresult r, Args...) {
+    if (r == CUDA_SUCCESS) s->CaptureBegan();
+  }
+};
+struct AfterCaptureEnd {
+  template <typename... Args>
+  static void Run(scheduler::Scheduler* s, CUresult r, Args...) {
+    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && s->CaptureActive()) {
+      s->CaptureEnded();
+    }
+  }
+};
+struct AfterStreamDestroy {
+  template <typename... Args>
+  static void Run(scheduler::Scheduler* s, CUresult r, Args... args) {
+    if (r == CUDA_SUCCESS) s->ForgetStream(FirstArg<CUstream>(args...));
+  }
+};
+struct AfterEventDestroy {
+  template <typename... Args>
+  static void Run(scheduler::Scheduler* s, CUresult r, Args... args) {
+    if (r == CUDA_SUCCESS) s->ForgetEvent(FirstArg<CUevent>(args...));
+  }
+};
+struct AfterUnload {
+  template <typename... Args>
+  static void Run(scheduler::Scheduler*, CUresult, Args...) {
+    InvalidateParamLayouts();
+  }
+};
+
+#define GPUPRIO_INTERCEPT_AS(symbol, api_class, handler) \
+  template <>                                            \
+  struct Interceptor<ApiId::k_##symbol, ApiClass::api_class> : handler {};
+
+GPUPRIO_INTERCEPT_AS(cuEventRecord, kOrdered, EventRecordInterceptor<ApiId::k_cuEventRecord>)
+GPUPRIO_INTERCEPT_AS(cuEventRecord_ptsz, kOrdered,
+                     EventRecordInterceptor<ApiId::k_cuEventRecord_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuEventRecordWithFlags, kOrdered,
+                     EventRecordInterceptor<ApiId::k_cuEventRecordWithFlags>)
+GPUPRIO_INTERCEPT_AS(cuEventRecordWithFlags_ptsz, kOrdered,
+                     EventRecordInterceptor<ApiId::k_cuEventRecordWithFlags_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuStreamWaitEvent, kOrdered,
+                     StreamWaitEventInterceptor<ApiId::k_cuStreamWaitEvent>)
+GPUPRIO_INTERCEPT_AS(cuStreamWaitEvent_ptsz, kOrdered,
+                     StreamWaitEventInterceptor<ApiId::k_cuStreamWaitEvent_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyHtoDAsync_v2, kOrdered,
+                     HostCopyInterceptor<ApiId::k_cuMemcpyHtoDAsync_v2>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyHtoDAsync_v2_ptsz, kOrdered,
+                     HostCopyInterceptor<ApiId::k_cuMemcpyHtoDAsync_v2_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyDtoHAsync_v2, kOrdered,
+                     HostCopyInterceptor<ApiId::k_cuMemcpyDtoHAsync_v2>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyDtoHAsync_v2_ptsz, kOrdered,
+                     HostCopyInterceptor<ApiId::k_cuMemcpyDtoHAsync_v2_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyAsync, kOrdered, HostCopyInterceptor<ApiId::k_cuMemcpyAsync>)
+GPUPRIO_INTERCEPT_AS(cuMemcpyAsync_ptsz, kOrdered,
+                     HostCopyInterceptor<ApiId::k_cuMemcpyAsync_ptsz>)
+// Ordered rows that run inline: a struct argument the op would have to own, or a result the
+// caller reads as soon as the call returns.
+#define GPUPRIO_INTERCEPT_INLINE(symbol)                             \
+  template <>                                                        \
+  struct Interceptor<ApiId::k_##symbol, ApiClass::kOrdered>          \
+      : InlineCall<ApiId::k_##symbol> {};
+GPUPRIO_INTERCEPT_INLINE(cuMemcpy2DAsync_v2)
+GPUPRIO_INTERCEPT_INLINE(cuMemcpy2DAsync_v2_ptsz)
+GPUPRIO_INTERCEPT_INLINE(cuMemcpy3DAsync_v2)
+GPUPRIO_INTERCEPT_INLINE(cuMemcpy3DAsync_v2_ptsz)
+GPUPRIO_INTERCEPT_INLINE(cuMemAllocAsync)
+GPUPRIO_INTERCEPT_INLINE(cuMemAllocAsync_ptsz)
+GPUPRIO_INTERCEPT_INLINE(cuMemAllocFromPoolAsync)
+GPUPRIO_INTERCEPT_INLINE(cuMemAllocFromPoolAsync_ptsz)
+#undef GPUPRIO_INTERCEPT_INLINE
+
+GPUPRIO_INTERCEPT_AS(cuStreamQuery, kSync, StreamQueryInterceptor<ApiId::k_cuStreamQuery>)
+GPUPRIO_INTERCEPT_AS(cuStreamQuery_ptsz, kSync,
+                     StreamQueryInterceptor<ApiId::k_cuStreamQuery_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuCtxSynchronize, kSync,
+                     ContextSynchronizeInterceptor<ApiId::k_cuCtxSynchronize>)
+GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync,
+                     ContextSynchronizeInterceptor<ApiId::k_cuCtxSynchronize_v2>)
+
+#define GPUPRIO_SYNC_THEN(symbol, after)                                              \
+  template <>                                                                         \
+  struct Interceptor<ApiId::k_##symbol, ApiClass::kSync>                              \
+      : SyncThenInterceptor<ApiId::k_##symbol, after> {};
+GPUPRIO_SYNC_THEN(cuStreamBeginCapture_v2, AfterCaptureBegin)
+GPUPRIO_SYNC_THEN(cuStreamBeginCapture_v2_ptsz, AfterCaptureBegin)
+GPUPRIO_SYNC_THEN(cuStreamEndCapture, AfterCaptureEnd)
+GPUPRIO_SYNC_THEN(cuStreamEndCapture_ptsz, AfterCaptureEnd)
+GPUPRIO_SYNC_THEN(cuStreamDestroy_v2, AfterStreamDestroy)
+GPUPRIO_SYNC_THEN(cuEventDestroy_v2, AfterEventDestroy)
+GPUPRIO_SYNC_THEN(cuModuleUnload, AfterUnload)
+GPUPRIO_SYNC_THEN(cuLibraryUnload, AfterUnload)
+#undef GPUPRIO_SYNC_THEN
+#undef GPUPRIO_INTERCEPT_AS
+
+}  // namespace gpuprio::hook
+
+#endif  // GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_

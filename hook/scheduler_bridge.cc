@@ -1,0 +1,72 @@
+#include "hook/scheduler_bridge.h"
+
+#include <cudaTypedefs.h>
+
+#include <chrono>
+
+#include "absl/base/attributes.h"
+#include "absl/base/call_once.h"
+#include "hook/api_table.h"
+#include "hook/config.h"
+#include "hook/real_driver.h"
+#include "hook/thread_state.h"
+#include "scheduler/logging.h"
+
+namespace gpuprio::hook {
+namespace {
+
+ABSL_CONST_INIT absl::once_flag g_once;
+ABSL_CONST_INIT std::atomic<scheduler::Scheduler*> g_scheduler{nullptr};
+
+template <typename Fn>
+Fn Real(const char* name, int version) {
+  return reinterpret_cast<Fn>(RealDriverFunction(name, version));
+}
+
+void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
+
+void CreateScheduler() {
+  const Config& config = GetConfig();
+  if (config.mode != Mode::kSchedule) return;
+  if (!ResolveRealDriver()) return;
+  scheduler::DriverFunctions d;
+  d.ctx_set_current = Real<decltype(d.ctx_set_current)>("cuCtxSetCurrent", 4000);
+  d.ctx_get_current = Real<decltype(d.ctx_get_current)>("cuCtxGetCurrent", 4000);
+  d.ctx_get_device = Real<decltype(d.ctx_get_device)>("cuCtxGetDevice", 2000);
+  d.stream_get_flags = Real<decltype(d.stream_get_flags)>("cuStreamGetFlags", 5050);
+  d.stream_get_priority = Real<decltype(d.stream_get_priority)>("cuStreamGetPriority", 5050);
+  d.event_create = Real<decltype(d.event_create)>("cuEventCreate", 2000);
+  d.event_record = reinterpret_cast<decltype(d.event_record)>(RealEntry(ApiId::k_cuEventRecord));
+  d.event_query = reinterpret_cast<decltype(d.event_query)>(RealEntry(ApiId::k_cuEventQuery));
+  d.event_elapsed_time = Real<decltype(d.event_elapsed_time)>("cuEventElapsedTime", 2000);
+  d.event_destroy =
+      reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
+  d.on_dispatcher_thread_start = &MarkThreadAsDriver;
+  if (!d.Complete()) {
+    Log(LogLevel::kError,
+        "the driver lacks entry points the scheduler needs; running unscheduled (passthrough)");
+    return;
+  }
+  scheduler::SchedulerOptions options;
+  options.default_priority = config.default_priority;
+  options.budget_ns = config.budget_ns;
+  // Never destroyed: work may be submitted until the last moment of the process.
+  g_scheduler.store(new scheduler::Scheduler(options, d), std::memory_order_release);
+}
+
+}  // namespace
+
+scheduler::Scheduler* ActiveScheduler() {
+  scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire);
+  if (s != nullptr) return s;
+  absl::call_once(g_once, CreateScheduler);
+  return g_scheduler.load(std::memory_order_acquire);
+}
+
+int64_t MonotonicNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace gpuprio::hook

@@ -1,0 +1,414 @@
+#include "scheduler/dispatcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "scheduler/logging.h"
+#include "scheduler/op_pool.h"
+
+namespace gpuprio::scheduler {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
+  uint64_t seen = target.load(std::memory_order_relaxed);
+  while (value > seen &&
+         !target.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+constexpr int kNoPriority = std::numeric_limits<int>::min();
+
+}  // namespace
+
+Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
+                       const SchedulerOptions& options, PriorityLevels* levels)
+    : device_(device),
+      driver_(driver),
+      options_(options),
+      levels_(levels),
+      estimates_(options.default_estimate_ns) {
+  Start();
+}
+
+Dispatcher::~Dispatcher() { Stop(); }
+
+void Dispatcher::Start() {
+  stop_.store(false, std::memory_order_seq_cst);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Dispatcher::Stop() {
+  stop_.store(true, std::memory_order_seq_cst);
+  {
+    absl::MutexLock lock(&mu_);
+    wake_cv_.Signal();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Dispatcher::Submit(Op* op) {
+  StreamState* s = op->stream;
+  s->submitted.fetch_add(1, std::memory_order_seq_cst);
+  PriorityLevelStats& level = levels_->At(op->priority);
+  level.ops_submitted.fetch_add(1, std::memory_order_relaxed);
+  level.last_submit_ns.store(op->submit_ns, std::memory_order_relaxed);
+  if (!level.seen.load(std::memory_order_relaxed)) level.seen.store(true, std::memory_order_relaxed);
+  inbox_.Push(op);
+  if (parked_.load(std::memory_order_seq_cst)) {
+    absl::MutexLock lock(&mu_);
+    wake_cv_.Signal();
+  }
+}
+
+void Dispatcher::WaitIssued(StreamState* stream, uint64_t count) {
+  for (int i = 0; i < 2000; ++i) {
+    if (stream->issued.load(std::memory_order_acquire) >= count) return;
+    CpuRelax();
+  }
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    absl::MutexLock lock(&mu_);
+    // The timeout is a backstop only; NotifyWaiters wakes us as soon as the op is issued.
+    while (stream->issued.load(std::memory_order_seq_cst) < count) {
+      issued_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
+    }
+  }
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Dispatcher::NotifyWaiters() {
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    absl::MutexLock lock(&mu_);
+    issued_cv_.SignalAll();
+  }
+}
+
+void Dispatcher::Run() {
+  if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
+  int64_t idle_since = -1;
+  for (;;) {
+    const bool drained = DrainInbox();
+    if (!tracking_.empty()) PollCompletions();
+    bool issued = false;
+    while (IssueNext()) issued = true;
+    if (drained || issued) {
+      idle_since = -1;
+      continue;
+    }
+    if (!active_.empty()) {
+      // Held back by the policy: completions must be observable, then wait for them.
+      MarkAllUncovered();
+      absl::SleepFor(absl::Microseconds(20));
+      continue;
+    }
+    if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
+    const int64_t now = NowNs();
+    if (idle_since < 0) idle_since = now;
+    if (now - idle_since < static_cast<int64_t>(options_.spin_before_park_ns)) {
+      CpuRelax();
+      continue;
+    }
+    // Park. Work in flight gets completion marks first so its end is observed on wake-up.
+    MarkAllUncovered();
+    parked_.store(true, std::memory_order_seq_cst);
+    {
+      absl::MutexLock lock(&mu_);
+      while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
+        // Completions are polled on wake-up; the timeout lets in-flight counts age out.
+        if (wake_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20)) && !tracking_.empty()) break;
+      }
+    }
+    parked_.store(false, std::memory_order_seq_cst);
+    idle_since = -1;
+  }
+  // Leave nothing behind: issued work keeps no pooled events alive.
+  for (auto& [state, q] : queues_) {
+    for (const CompletionMark& m : q.marks) driver_.event_destroy(m.event);
+    for (CUevent e : q.free_events) driver_.event_destroy(e);
+    if (q.last_completed != nullptr) driver_.event_destroy(q.last_completed);
+    for (const InFlight& f : q.in_flight) AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+    q.marks.clear();
+    q.free_events.clear();
+    q.in_flight.clear();
+    q.last_completed = nullptr;
+    q.tracked = false;
+  }
+  tracking_.clear();
+}
+
+bool Dispatcher::DrainInbox() {
+  bool any = false;
+  while (Op* op = inbox_.Pop()) {
+    any = true;
+    op->seq = next_seq_++;
+    StreamQueue& q = queues_[op->stream];
+    q.state = op->stream;
+    if (q.pending.empty()) active_.push_back(&q);
+    q.pending.push_back(op);
+    AdjustPending(op->priority, +1);
+    if (std::find(seen_priorities_.begin(), seen_priorities_.end(), op->priority) ==
+        seen_priorities_.end()) {
+      seen_priorities_.push_back(op->priority);
+    }
+  }
+  return any;
+}
+
+void Dispatcher::AdjustPending(int priority, int delta) {
+  for (LevelCounts& c : counts_) {
+    if (c.priority == priority) {
+      c.pending += delta;
+      return;
+    }
+  }
+  counts_.push_back({priority, delta, 0, 0});
+}
+
+void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns) {
+  PriorityLevelStats& level = levels_->At(priority);
+  level.in_flight_ops.fetch_add(static_cast<uint64_t>(delta_ops), std::memory_order_relaxed);
+  level.in_flight_estimated_ns.fetch_add(static_cast<uint64_t>(delta_ns),
+                                         std::memory_order_relaxed);
+  for (LevelCounts& c : counts_) {
+    if (c.priority == priority) {
+      c.in_flight_ops += delta_ops;
+      c.in_flight_ns += delta_ns;
+      return;
+    }
+  }
+  counts_.push_back({priority, 0, delta_ops, delta_ns});
+}
+
+int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
+  int highest = kNoPriority;
+  for (const StreamQueue* q : active_) {
+    if (q != except) highest = std::max(highest, q->pending.front()->priority);
+  }
+  for (const LevelCounts& c : counts_) {
+    if (c.in_flight_ops > 0) highest = std::max(highest, c.priority);
+  }
+  return highest;
+}
+
+int Dispatcher::Ceiling(int64_t now_ns) const {
+  int ceiling = kNoPriority;
+  for (int p : seen_priorities_) {
+    const int64_t last = levels_->At(p).last_submit_ns.load(std::memory_order_relaxed);
+    if (now_ns - last <= static_cast<int64_t>(options_.ceiling_window_ns)) {
+      ceiling = std::max(ceiling, p);
+    }
+  }
+  return ceiling;
+}
+
+uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
+  int64_t sum = 0;
+  for (const LevelCounts& c : counts_) {
+    if (c.priority < ceiling) sum += c.in_flight_ns;
+  }
+  return sum > 0 ? static_cast<uint64_t>(sum) : 0;
+}
+
+Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
+  // An event wait issues only after the ops that were submitted to the recording stream before
+  // the wait (conservative: the record is among them).
+  if (head->depends_on != nullptr &&
+      head->depends_on->issued.load(std::memory_order_acquire) < head->depends_on_count) {
+    auto it = queues_.find(head->depends_on);
+    if (it != queues_.end() && !it->second.pending.empty()) return &it->second;
+  }
+  // Legacy NULL-stream semantics are kept by issue order: legacy-stream work and blocking-stream
+  // work of one context are issued in submission order relative to each other.
+  const StreamState* s = q->state;
+  StreamQueue* blocker = nullptr;
+  uint64_t blocker_seq = head->seq;
+  for (StreamQueue* other : active_) {
+    if (other == q) continue;
+    const StreamState* o = other->state;
+    if (o->context != s->context) continue;
+    const bool ordered = s->legacy ? (o->blocking && !o->legacy) : (s->blocking && o->legacy);
+    if (!ordered) continue;
+    const uint64_t seq = other->pending.front()->seq;
+    if (seq < blocker_seq) {
+      blocker = other;
+      blocker_seq = seq;
+    }
+  }
+  return blocker;
+}
+
+bool Dispatcher::IssueNext() {
+  if (active_.empty()) return false;
+  StreamQueue* best = nullptr;
+  for (StreamQueue* q : active_) {
+    const Op* h = q->pending.front();
+    if (best == nullptr) {
+      best = q;
+      continue;
+    }
+    const Op* b = best->pending.front();
+    if (h->priority > b->priority || (h->priority == b->priority && h->seq < b->seq)) best = q;
+  }
+  // What must go first for `best` to be correct goes first, whatever its priority (priority
+  // inheritance): the chain is acyclic because every link goes to a smaller sequence number or
+  // to a stream the head waits for.
+  StreamQueue* q = best;
+  bool inherited = false;
+  for (int hops = 0; hops < 1024; ++hops) {
+    StreamQueue* blocker = PickBlocker(q, q->pending.front());
+    if (blocker == nullptr) break;
+    q = blocker;
+    inherited = true;
+  }
+  Op* op = q->pending.front();
+  if (!inherited) {
+    const int64_t now = NowNs();
+    const int ceiling = Ceiling(now);
+    const AdmissionSnapshot snapshot{HighestActiveExcept(q), ceiling,
+                                     BelowCeilingInFlightNs(ceiling), options_.budget_ns};
+    const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+    if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
+  }
+  Issue(q, op);
+  return true;
+}
+
+void Dispatcher::Issue(StreamQueue* q, Op* op) {
+  q->pending.pop_front();
+  AdjustPending(op->priority, -1);
+  if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
+  StreamState* s = op->stream;
+  if (s->context != current_context_ && s->context != nullptr) {
+    if (driver_.ctx_set_current(s->context) == CUDA_SUCCESS) current_context_ = s->context;
+  }
+  const int64_t now = NowNs();
+  PriorityLevelStats& level = levels_->At(op->priority);
+  const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
+  level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
+  AtomicMax(level.queue_delay_ns_max, delay);
+  level.ops_issued.fetch_add(1, std::memory_order_relaxed);
+
+  const CUresult result = op->issue(*op);
+  if (result != CUDA_SUCCESS) {
+    int expected = CUDA_SUCCESS;
+    s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
+    Log(LogLevel::kError,
+        absl::StrFormat("%s on stream %p failed with CUDA error %d; the stream's next "
+                        "synchronize or query returns it",
+                        op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
+                        static_cast<int>(result)));
+  } else {
+    const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+    q->in_flight.push_back({op->priority, estimate, op->cost_key, now, !q->in_flight.empty()});
+    AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
+    if (!q->tracked) {
+      q->tracked = true;
+      tracking_.push_back(q);
+    }
+    // Budgeted work is marked op by op (its completion frees budget and trains the estimate);
+    // otherwise a mark every few ops keeps the event cost off the launch rate.
+    if (op->priority < Ceiling(now) ||
+        ++q->ops_since_mark >= options_.ops_per_completion_event) {
+      AddCompletionMark(q);
+    }
+  }
+  s->issued.fetch_add(1, std::memory_order_seq_cst);
+  NotifyWaiters();
+  op->home->Give(op);
+}
+
+CUevent Dispatcher::TakeEvent(StreamQueue* q) {
+  if (!q->free_events.empty()) {
+    CUevent e = q->free_events.back();
+    q->free_events.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  if (driver_.event_create(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
+  return e;
+}
+
+void Dispatcher::AddCompletionMark(StreamQueue* q) {
+  const size_t covered = q->marks.empty() ? 0 : q->marks.back().covers;
+  if (q->in_flight.size() <= covered) return;
+  q->ops_since_mark = 0;
+  CUevent event = TakeEvent(q);
+  if (event == nullptr || driver_.event_record(event, q->state->stream) != CUDA_SUCCESS) {
+    // Completion cannot be observed: count the work as done rather than hold others forever.
+    if (event != nullptr) q->free_events.push_back(event);
+    Retire(q, q->in_flight.size());
+    return;
+  }
+  q->marks.push_back({event, q->in_flight.size(), q->in_flight.size() - covered == 1});
+}
+
+void Dispatcher::MarkAllUncovered() {
+  for (StreamQueue* q : tracking_) {
+    if (q->state->context != current_context_ && q->state->context != nullptr) {
+      if (driver_.ctx_set_current(q->state->context) == CUDA_SUCCESS) {
+        current_context_ = q->state->context;
+      }
+    }
+    AddCompletionMark(q);
+  }
+}
+
+void Dispatcher::Retire(StreamQueue* q, size_t count) {
+  for (size_t i = 0; i < count && !q->in_flight.empty(); ++i) {
+    const InFlight& f = q->in_flight.front();
+    AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+    q->in_flight.pop_front();
+  }
+  for (CompletionMark& m : q->marks) m.covers = m.covers > count ? m.covers - count : 0;
+}
+
+void Dispatcher::PollCompletions() {
+  const int64_t now = NowNs();
+  for (size_t i = 0; i < tracking_.size();) {
+    StreamQueue* q = tracking_[i];
+    while (!q->marks.empty()) {
+      const CompletionMark m = q->marks.front();
+      if (driver_.event_query(m.event) == CUDA_ERROR_NOT_READY) break;
+      if (m.single_op && m.covers >= 1) {
+        const InFlight& f = q->in_flight[m.covers - 1];
+        uint64_t measured = now > f.issue_ns ? static_cast<uint64_t>(now - f.issue_ns) : 0;
+        float ms = 0;
+        if (f.back_to_back && q->last_completed != nullptr &&
+            driver_.event_elapsed_time(&ms, q->last_completed, m.event) == CUDA_SUCCESS &&
+            ms >= 0) {
+          measured = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+        }
+        estimates_.Observe(f.cost_key, measured);
+      }
+      q->marks.pop_front();
+      Retire(q, m.covers);
+      if (q->last_completed != nullptr) q->free_events.push_back(q->last_completed);
+      q->last_completed = m.event;
+    }
+    if (q->in_flight.empty() && q->marks.empty()) {
+      q->tracked = false;
+      tracking_[i] = tracking_.back();
+      tracking_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+}  // namespace gpuprio::scheduler

@@ -1,0 +1,131 @@
+// One dispatcher per device: a thread that takes ops from its inbox into per-stream FIFOs and
+// issues them to the real driver, highest priority first (admission_policy.h), keeping per-stream
+// order, legacy NULL-stream order against blocking streams, and event record -> wait order.
+// Completion of issued work is observed through pooled events, which feed the in-flight budget
+// and the per-kernel duration estimates.
+//
+// Threading: Submit and WaitIssued are called by client threads and never take a lock on the
+// common path; everything below "dispatcher thread only" is touched by the dispatcher alone.
+#ifndef GPUPRIO_SCHEDULER_DISPATCHER_H_
+#define GPUPRIO_SCHEDULER_DISPATCHER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "scheduler/admission_policy.h"
+#include "scheduler/driver_functions.h"
+#include "scheduler/duration_estimator.h"
+#include "scheduler/op.h"
+#include "scheduler/op_inbox.h"
+#include "scheduler/options.h"
+#include "scheduler/priority_levels.h"
+#include "scheduler/stream_state.h"
+
+namespace gpuprio::scheduler {
+
+class Dispatcher {
+ public:
+  Dispatcher(int device, const DriverFunctions& driver, const SchedulerOptions& options,
+             PriorityLevels* levels);
+  ~Dispatcher();  // stops the thread; ops still queued are issued first
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  int device() const { return device_; }
+
+  // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
+  // parked dispatcher.
+  void Submit(Op* op);
+
+  // Client: blocks until `stream` has issued at least `count` ops.
+  void WaitIssued(StreamState* stream, uint64_t count);
+
+  // fork(): Stop() issues everything queued and joins the thread; Start() runs a new one.
+  void Start();
+  void Stop();
+
+ private:
+  struct InFlight {
+    int priority;
+    uint64_t estimate_ns;
+    const void* cost_key;
+    int64_t issue_ns;
+    bool back_to_back;  // the stream had unfinished work when this op was issued
+  };
+  struct CompletionMark {
+    CUevent event;
+    size_t covers;  // in-flight entries [0, covers) of the stream complete with this event
+    bool single_op;
+  };
+  // Dispatcher thread only.
+  struct StreamQueue {
+    StreamState* state = nullptr;
+    std::deque<Op*> pending;
+    std::deque<InFlight> in_flight;
+    std::deque<CompletionMark> marks;
+    CUevent last_completed = nullptr;  // kept for the next elapsed-time measurement
+    std::vector<CUevent> free_events;  // created in this stream's context
+    int ops_since_mark = 0;
+    bool tracked = false;  // listed in tracking_
+  };
+
+  void Run();
+  bool DrainInbox();
+  void PollCompletions();
+  StreamQueue* PickBlocker(StreamQueue* q, Op* head);
+  bool IssueNext();
+  void Issue(StreamQueue* q, Op* op);
+  void AddCompletionMark(StreamQueue* q);
+  void MarkAllUncovered();
+  void Retire(StreamQueue* q, size_t count);
+  CUevent TakeEvent(StreamQueue* q);
+  void NotifyWaiters();
+  int HighestActiveExcept(const StreamQueue* q) const;
+  int Ceiling(int64_t now_ns) const;
+  uint64_t BelowCeilingInFlightNs(int ceiling) const;
+  void AdjustPending(int priority, int delta);
+  void AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns);
+
+  const int device_;
+  const DriverFunctions driver_;
+  const SchedulerOptions options_;
+  PriorityLevels* const levels_;
+
+  OpInbox inbox_;
+  std::atomic<bool> parked_{false};
+  std::atomic<int> waiters_{0};
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;  // guards nothing but the condition variables' waits
+  absl::CondVar wake_cv_;      // dispatcher parks here
+  absl::CondVar issued_cv_;    // clients in WaitIssued wait here
+  std::thread thread_;
+
+  // Dispatcher thread only.
+  absl::flat_hash_map<StreamState*, StreamQueue> queues_;
+  std::vector<StreamQueue*> active_;  // streams with pending ops
+  std::vector<StreamQueue*> tracking_;  // streams with in-flight entries
+  // Pending and in-flight counts per priority level that has any (few levels are ever active).
+  struct LevelCounts {
+    int priority;
+    int64_t pending;
+    int64_t in_flight_ops;
+    int64_t in_flight_ns;
+  };
+  std::vector<LevelCounts> counts_;
+  std::vector<int> seen_priorities_;
+  DurationEstimator estimates_;
+  CUcontext current_context_ = nullptr;
+  uint64_t next_seq_ = 0;
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_DISPATCHER_H_

@@ -1,0 +1,35 @@
+// The few real driver entry points the scheduler itself calls (context switches, completion
+// events, stream properties). hook/ fills this in with the real driver's pointers; tests may fill
+// it with the fake driver's. The scheduler never links or dlopens a driver.
+#ifndef GPUPRIO_SCHEDULER_DRIVER_FUNCTIONS_H_
+#define GPUPRIO_SCHEDULER_DRIVER_FUNCTIONS_H_
+
+#include <cuda.h>
+
+namespace gpuprio::scheduler {
+
+struct DriverFunctions {
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*stream_get_flags)(CUstream, unsigned int*) = nullptr;
+  CUresult (*stream_get_priority)(CUstream, int*) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
+  // Called first on every dispatcher thread: the hook marks the thread as the driver's own, so
+  // calls the real driver makes into exported cu* names are never intercepted there.
+  void (*on_dispatcher_thread_start)() = nullptr;
+
+  bool Complete() const {
+    return ctx_set_current && ctx_get_current && ctx_get_device && stream_get_flags &&
+           stream_get_priority && event_create && event_record && event_query &&
+           event_elapsed_time && event_destroy;
+  }
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_DRIVER_FUNCTIONS_H_

@@ -1,0 +1,33 @@
+// Estimated GPU time of an op, learned from measured completions: an exponentially weighted
+// running average per cost key (a kernel's CUfunction), with a hint for keys never seen (a copy's
+// size over a nominal bandwidth). Dispatcher-private: not thread-safe by design.
+#ifndef GPUPRIO_SCHEDULER_DURATION_ESTIMATOR_H_
+#define GPUPRIO_SCHEDULER_DURATION_ESTIMATOR_H_
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace gpuprio::scheduler {
+
+class DurationEstimator {
+ public:
+  // `default_ns`: the estimate for a key with no history and no hint.
+  explicit DurationEstimator(uint64_t default_ns) : default_ns_(default_ns) {}
+
+  uint64_t Estimate(const void* key, uint64_t hint_ns) const;
+
+  // Folds one measured duration into the key's average (weight 1/4 for the new sample, so a
+  // change of kernel size shows within a few launches). Null keys are not learned.
+  void Observe(const void* key, uint64_t measured_ns);
+
+  size_t KnownKeys() const { return average_ns_.size(); }
+
+ private:
+  uint64_t default_ns_;
+  absl::flat_hash_map<const void*, double> average_ns_;
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_DURATION_ESTIMATOR_H_

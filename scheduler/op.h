@@ -1,0 +1,53 @@
+// An op: one stream-ordered driver call recorded by a client thread, carried to the dispatcher,
+// and issued there. The scheduler never interprets the arguments: the hook that built the op
+// supplies `issue`, which rebuilds the call from the op's own copy of its arguments.
+#ifndef GPUPRIO_SCHEDULER_OP_H_
+#define GPUPRIO_SCHEDULER_OP_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gpuprio::scheduler {
+
+class OpPool;
+struct StreamState;
+
+struct Op {
+  using IssueFn = CUresult (*)(Op& op);
+
+  // Set by the client.
+  IssueFn issue = nullptr;
+  const char* name = nullptr;   // driver API, for logs ("cuLaunchKernel")
+  StreamState* stream = nullptr;
+  int priority = 0;
+  const void* cost_key = nullptr;  // CUfunction of a kernel: duration estimates are per key
+  uint64_t cost_hint_ns = 0;       // estimate when there is no history (copies: from size)
+  // A wait on an event: not issued before `depends_on` has issued `depends_on_count` ops.
+  StreamState* depends_on = nullptr;
+  uint64_t depends_on_count = 0;
+  int64_t submit_ns = 0;
+
+  // Set by the scheduler.
+  uint64_t seq = 0;        // process-wide submission order
+  uint64_t stream_index = 0;  // 1-based position in its stream (StreamState::submitted after it)
+
+  // Argument storage. `args` holds the call's by-value arguments (a std::tuple placed there by
+  // the hook); `data` holds deep copies of what they point to (kernel parameters, configs).
+  // `data` keeps its capacity when the op is recycled, so steady state allocates nothing.
+  static constexpr size_t kArgBytes = 160;
+  alignas(16) std::byte args[kArgBytes];
+  std::vector<std::byte> data;
+
+  // Intrusive links: the dispatcher inbox, and the pool the op returns to.
+  std::atomic<Op*> inbox_next{nullptr};
+  Op* pool_next = nullptr;
+  OpPool* home = nullptr;
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_OP_H_

@@ -1,0 +1,23 @@
+// Scheduler settings (hook/config.cc reads them from GPUPRIO_* variables).
+#ifndef GPUPRIO_SCHEDULER_OPTIONS_H_
+#define GPUPRIO_SCHEDULER_OPTIONS_H_
+
+#include <cstdint>
+
+namespace gpuprio::scheduler {
+
+struct SchedulerOptions {
+  int default_priority = 0;             // GPUPRIO_PRIORITY
+  uint64_t budget_ns = 2'000'000;       // GPUPRIO_BUDGET_US: lower priorities' in-flight GPU time
+  uint64_t default_estimate_ns = 100'000;  // an op with no history and no hint
+  // A priority level that submitted work within this window keeps lower levels on a budget.
+  uint64_t ceiling_window_ns = 500'000'000;
+  // How long an idle dispatcher spins before it parks (no CPU use while idle).
+  uint64_t spin_before_park_ns = 50'000;
+  // Ops between completion events on a stream when nothing is budgeted.
+  int ops_per_completion_event = 32;
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_OPTIONS_H_

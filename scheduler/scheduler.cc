@@ -1,0 +1,210 @@
+#include "scheduler/scheduler.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "scheduler/logging.h"
+
+namespace gpuprio::scheduler {
+namespace {
+
+__thread int t_thread_priority __attribute__((tls_model("initial-exec"))) = kPriorityUnset;
+
+// A few recently used streams per thread: most threads launch on one or two streams.
+struct StreamCacheEntry {
+  const Scheduler* owner;
+  uint64_t epoch;
+  CUcontext context;
+  CUstream stream;
+  StreamState* state;
+};
+constexpr int kStreamCacheSize = 4;
+__thread StreamCacheEntry t_stream_cache[kStreamCacheSize] __attribute__((
+    tls_model("initial-exec")));
+__thread int t_stream_cache_next __attribute__((tls_model("initial-exec"))) = 0;
+
+// CUDA: lower is more urgent, 0 is the default. gpuprio: higher is more important.
+int FromCudaStreamPriority(int cuda_priority) {
+  return cuda_priority < 0 ? ClampPriority(-cuda_priority) : kPriorityUnset;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& driver)
+    : options_(options), driver_(driver) {}
+
+Scheduler::~Scheduler() { StopDispatchers(); }
+
+void Scheduler::SetThreadPriority(int priority) { t_thread_priority = priority; }
+int Scheduler::ThreadPriority() { return t_thread_priority; }
+
+int Scheduler::EffectivePriority(const StreamState* stream) const {
+  if (t_thread_priority != kPriorityUnset) return t_thread_priority;
+  if (stream != nullptr && stream->priority != kPriorityUnset) return stream->priority;
+  return options_.default_priority;
+}
+
+StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
+  if (stream == CU_STREAM_PER_THREAD || (stream == nullptr && per_thread_entry)) return nullptr;
+  const bool legacy = stream == nullptr || stream == CU_STREAM_LEGACY;
+  CUcontext context = nullptr;
+  if (driver_.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  const CUstream key_stream = legacy ? nullptr : stream;
+  const uint64_t epoch = stream_epoch_.load(std::memory_order_acquire);
+  for (const StreamCacheEntry& e : t_stream_cache) {
+    if (e.owner == this && e.epoch == epoch && e.context == context && e.stream == key_stream) {
+      return e.state;
+    }
+  }
+  StreamState* state = ResolveSlow(context, key_stream, legacy);
+  if (state != nullptr) {
+    t_stream_cache[t_stream_cache_next] = {this, epoch, context, key_stream, state};
+    t_stream_cache_next = (t_stream_cache_next + 1) % kStreamCacheSize;
+  }
+  return state;
+}
+
+Dispatcher* Scheduler::DispatcherForCurrentContext() {
+  CUdevice device = 0;
+  if (driver_.ctx_get_device(&device) != CUDA_SUCCESS) return nullptr;
+  auto it = dispatchers_.find(device);
+  if (it != dispatchers_.end()) return it->second.get();
+  auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_);
+  Dispatcher* raw = dispatcher.get();
+  dispatchers_.emplace(device, std::move(dispatcher));
+  return raw;
+}
+
+StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool legacy) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = streams_.find(Key{context, stream});
+    if (it != streams_.end()) return it->second;
+  }
+  // Stream properties are read once, from the driver, so streams created before gpuprio saw
+  // them (or through paths it does not intercept) are described correctly.
+  bool blocking = true;
+  int priority = kPriorityUnset;
+  if (!legacy) {
+    unsigned int flags = 0;
+    if (driver_.stream_get_flags(stream, &flags) != CUDA_SUCCESS) return nullptr;
+    blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
+    int cuda_priority = 0;
+    if (driver_.stream_get_priority(stream, &cuda_priority) == CUDA_SUCCESS) {
+      priority = FromCudaStreamPriority(cuda_priority);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(Key{context, stream});
+  if (it != streams_.end()) return it->second;
+  Dispatcher* dispatcher = DispatcherForCurrentContext();
+  if (dispatcher == nullptr) return nullptr;
+  auto state = std::make_unique<StreamState>();
+  state->context = context;
+  state->stream = stream;
+  state->legacy = legacy;
+  state->blocking = blocking;
+  state->priority = priority;
+  state->dispatcher = dispatcher;
+  StreamState* raw = state.get();
+  stream_storage_.push_back(std::move(state));
+  streams_.emplace(Key{context, stream}, raw);
+  return raw;
+}
+
+void Scheduler::Submit(Op* op) {
+  if (op->submit_ns == 0) {
+    op->submit_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
+  }
+  op->stream->dispatcher->Submit(op);
+}
+
+void Scheduler::WaitStream(StreamState* stream) {
+  const uint64_t target = stream->submitted.load(std::memory_order_acquire);
+  if (stream->issued.load(std::memory_order_acquire) >= target) return;
+  stream->dispatcher->WaitIssued(stream, target);
+}
+
+std::vector<StreamState*> Scheduler::Streams(CUcontext context, bool legacy_only) {
+  std::vector<StreamState*> out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [key, state] : streams_) {
+    if (context != nullptr && key.context != context) continue;
+    if (legacy_only && !state->legacy) continue;
+    out.push_back(state);
+  }
+  return out;
+}
+
+void Scheduler::WaitContext(CUcontext context) {
+  for (StreamState* s : Streams(context, /*legacy_only=*/false)) WaitStream(s);
+}
+
+void Scheduler::WaitAll() {
+  for (StreamState* s : Streams(nullptr, /*legacy_only=*/false)) WaitStream(s);
+}
+
+void Scheduler::WaitLegacy(CUcontext context) {
+  for (StreamState* s : Streams(context, /*legacy_only=*/true)) WaitStream(s);
+}
+
+CUresult Scheduler::TakeDeferredError(StreamState* stream) {
+  if (stream->deferred_error.load(std::memory_order_acquire) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  return static_cast<CUresult>(
+      stream->deferred_error.exchange(CUDA_SUCCESS, std::memory_order_acq_rel));
+}
+
+CUresult Scheduler::TakeDeferredError(CUcontext context) {
+  CUresult first = CUDA_SUCCESS;
+  for (StreamState* s : Streams(context, /*legacy_only=*/false)) {
+    const CUresult e = TakeDeferredError(s);
+    if (first == CUDA_SUCCESS) first = e;
+  }
+  return first;
+}
+
+void Scheduler::ForgetStream(CUstream stream) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (it->first.stream == stream && stream != nullptr) {
+      it->second->destroyed.store(true, std::memory_order_release);
+      streams_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  stream_epoch_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void Scheduler::NoteEventRecord(CUevent event, StreamState* stream) {
+  EventShard& shard = ShardFor(event);
+  absl::MutexLock lock(&shard.mu);
+  shard.last_record[event] = stream;
+}
+
+StreamState* Scheduler::LastRecordStream(CUevent event) {
+  EventShard& shard = ShardFor(event);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.last_record.find(event);
+  return it == shard.last_record.end() ? nullptr : it->second;
+}
+
+void Scheduler::ForgetEvent(CUevent event) {
+  EventShard& shard = ShardFor(event);
+  absl::MutexLock lock(&shard.mu);
+  shard.last_record.erase(event);
+}
+
+void Scheduler::StopDispatchers() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [device, d] : dispatchers_) d->Stop();
+}
+
+void Scheduler::StartDispatchers() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [device, d] : dispatchers_) d->Start();
+}
+
+}  // namespace gpuprio::scheduler

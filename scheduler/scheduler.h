@@ -1,0 +1,133 @@
+// The process-wide scheduler: maps the application's streams to StreamStates, one Dispatcher per
+// device, priorities (thread > stream > process default), the waits that sync APIs need, deferred
+// errors, event-record tracking and statistics. hook/ is its only client; it knows nothing of
+// driver entry points beyond DriverFunctions.
+//
+// Hot path (Resolve + Submit): a thread-local cache in front of the stream map, a lock-free
+// inbox; no global lock and no allocation once a thread has warmed up.
+#ifndef GPUPRIO_SCHEDULER_SCHEDULER_H_
+#define GPUPRIO_SCHEDULER_SCHEDULER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "scheduler/dispatcher.h"
+#include "scheduler/driver_functions.h"
+#include "scheduler/op.h"
+#include "scheduler/options.h"
+#include "scheduler/priority_levels.h"
+#include "scheduler/stream_state.h"
+
+namespace gpuprio::scheduler {
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, const DriverFunctions& driver);
+  ~Scheduler();  // stops every dispatcher (tests; the process scheduler is never destroyed)
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  const SchedulerOptions& options() const { return options_; }
+  const DriverFunctions& driver() const { return driver_; }
+
+  // The scheduled stream a call names, or null when gpuprio does not defer work on it: the
+  // per-thread default stream (CU_STREAM_PER_THREAD, or 0 through a _ptsz/_ptds entry point),
+  // or no current context. `stream` is the handle as the application passed it.
+  StreamState* Resolve(CUstream stream, bool per_thread_entry);
+
+  // Thread setting, else the stream's, else the process default.
+  int EffectivePriority(const StreamState* stream) const;
+
+  // Takes ownership of `op` (from OpPool::ForThisThread()) and queues it on its stream.
+  void Submit(Op* op);
+
+  // Block until every op submitted so far to the stream / context / process has been issued.
+  void WaitStream(StreamState* stream);
+  void WaitContext(CUcontext context);
+  void WaitAll();
+  // Before work that bypasses the queues on the per-thread stream of `context` (or a stream of
+  // unknown context): the legacy stream's queued work must be issued first.
+  void WaitLegacy(CUcontext context);
+
+  // The first deferred error of the stream (or of any stream of the context), cleared.
+  CUresult TakeDeferredError(StreamState* stream);
+  CUresult TakeDeferredError(CUcontext context);
+
+  // cuStreamDestroy: forget the stream (its state is kept, but never matched again).
+  void ForgetStream(CUstream stream);
+
+  // Event records on scheduled streams, for waits and event syncs.
+  void NoteEventRecord(CUevent event, StreamState* stream);
+  StreamState* LastRecordStream(CUevent event);
+  void ForgetEvent(CUevent event);
+
+  // While any stream capture is active every stream op runs inline (capture semantics span
+  // threads and streams; graphs copy their own arguments).
+  void CaptureBegan() { active_captures_.fetch_add(1, std::memory_order_acq_rel); }
+  void CaptureEnded() { active_captures_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool CaptureActive() const { return active_captures_.load(std::memory_order_acquire) > 0; }
+
+  // Ops run inline are counted here for statistics.
+  void CountInline(int priority) {
+    levels_.At(priority).ops_inline.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  PriorityLevels& levels() { return levels_; }
+
+  // fork(): quiesce (issue everything, stop dispatchers) and restart after.
+  void StopDispatchers();
+  void StartDispatchers();
+
+  // The calling thread's priority setting (kPriorityUnset when none).
+  static void SetThreadPriority(int priority);
+  static int ThreadPriority();
+
+ private:
+  struct Key {
+    CUcontext context;
+    CUstream stream;
+    bool operator==(const Key& o) const { return context == o.context && stream == o.stream; }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.context, k.stream);
+    }
+  };
+
+  StreamState* ResolveSlow(CUcontext context, CUstream stream, bool legacy);
+  Dispatcher* DispatcherForCurrentContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<StreamState*> Streams(CUcontext context, bool legacy_only);
+
+  const SchedulerOptions options_;
+  const DriverFunctions driver_;
+  PriorityLevels levels_;
+  std::atomic<int> active_captures_{0};
+  // Bumped whenever a stream is forgotten, so thread-local caches drop stale handles.
+  std::atomic<uint64_t> stream_epoch_{1};
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<Key, StreamState*> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<StreamState>> stream_storage_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, std::unique_ptr<Dispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);
+
+  static constexpr int kEventShards = 16;
+  struct EventShard {
+    absl::Mutex mu;
+    absl::flat_hash_map<CUevent, StreamState*> last_record ABSL_GUARDED_BY(mu);
+  };
+  EventShard event_shards_[kEventShards];
+  EventShard& ShardFor(CUevent e) {
+    return event_shards_[(reinterpret_cast<uintptr_t>(e) >> 4) % kEventShards];
+  }
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_SCHEDULER_H_

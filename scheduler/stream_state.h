@@ -1,0 +1,41 @@
+// What the scheduler knows of one scheduled stream (a created stream, or a context's legacy NULL
+// stream). Client threads and the dispatcher share it through atomics only; the dispatcher's
+// private per-stream queue lives in the dispatcher.
+#ifndef GPUPRIO_SCHEDULER_STREAM_STATE_H_
+#define GPUPRIO_SCHEDULER_STREAM_STATE_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpuprio::scheduler {
+
+class Dispatcher;
+
+inline constexpr int kPriorityUnset = -1000;  // == GPUPRIO_PRIORITY_UNSET
+
+struct StreamState {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;  // the real handle to issue on; null for the legacy stream
+  bool legacy = false;        // the context's legacy NULL stream
+  bool blocking = true;       // synchronises with the legacy stream (not CU_STREAM_NON_BLOCKING)
+  int priority = kPriorityUnset;  // from cuStreamCreateWithPriority, gpuprio's scale
+  Dispatcher* dispatcher = nullptr;
+
+  // Ops submitted (client side, under the dispatcher's submit order) and issued (dispatcher).
+  // A sync waits until issued reaches the submitted count it saw.
+  std::atomic<uint64_t> submitted{0};
+  std::atomic<uint64_t> issued{0};
+  // First asynchronous error of an issued op, returned by the stream's next sync or query.
+  std::atomic<int> deferred_error{CUDA_SUCCESS};
+  std::atomic<bool> destroyed{false};
+
+  bool HasUnissued() const {
+    return issued.load(std::memory_order_acquire) < submitted.load(std::memory_order_acquire);
+  }
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_STREAM_STATE_H_
