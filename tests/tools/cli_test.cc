@@ -1,0 +1,356 @@
+// Tests of the user-facing tools, run as subprocesses: tools/cli/gpuprio (with env_dump as the
+// child it launches) and tools/python/gpuprio.py (through tests/tools/gpuprio_py_test.py).
+// No GPU is involved: env_dump makes no CUDA call, it only reports what it was started with.
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "catch2/catch.hpp"
+#include "tests/runfiles.h"
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// An entry every test puts in LD_PRELOAD beforehand; gpuprio must keep it after its own.
+constexpr char kExistingPreload[] = "libm.so.6";
+
+std::string RunfileOrFail(absl::string_view path) {
+  auto found = gpuprio_test::Runfile(path);
+  REQUIRE(found.ok());
+  return *found;
+}
+
+std::string Cli() { return RunfileOrFail("tools/cli/gpuprio"); }
+std::string Lib() { return RunfileOrFail("hook/libgpuprio.so"); }
+std::string EnvDump() { return RunfileOrFail("tests/tools/env_dump"); }
+
+std::string Getenv(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// ASAN_OPTIONS for a child that preloads libgpuprio.so: under --config=asan the sanitizer runtime
+// cannot come first in its library list. Later options win, so appending is enough.
+std::string AsanOptions(absl::string_view extra = "") {
+  std::string options = Getenv("ASAN_OPTIONS");
+  absl::StrAppend(&options, options.empty() ? "" : ":", "verify_asan_link_order=0", extra);
+  return options;
+}
+
+// The environment every CLI run gets on top of the test's own.
+Env BaseEnv() {
+  return {{"LD_PRELOAD", kExistingPreload}, {"ASAN_OPTIONS", AsanOptions()}};
+}
+
+gpuprio_test::ProcessResult Run(const std::vector<std::string>& argv, const Env& env) {
+  auto result = gpuprio_test::RunProcess(argv, env);
+  REQUIRE(result.ok());
+  return *std::move(result);
+}
+
+std::vector<std::string> Lines(absl::string_view text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// The value of the "NAME=value" line in env_dump's output, or "(missing)".
+std::string Field(const gpuprio_test::ProcessResult& result, absl::string_view name) {
+  for (const std::string& line : Lines(result.stdout_text)) {
+    if (absl::StartsWith(line, absl::StrCat(name, "="))) return line.substr(name.size() + 1);
+  }
+  return "(missing)";
+}
+
+std::vector<std::string> GpuprioVars(const gpuprio_test::ProcessResult& result) {
+  std::vector<std::string> vars;
+  for (const std::string& line : Lines(result.stdout_text)) {
+    if (absl::StartsWith(line, "GPUPRIO_")) vars.push_back(line);
+  }
+  return vars;
+}
+
+// A bad invocation: exit 2, nothing on stdout, one line on stderr containing every `needle`.
+void CheckUsageError(const std::vector<std::string>& args,
+                     const std::vector<std::string>& needles, const Env& env = BaseEnv()) {
+  std::vector<std::string> argv = {Cli()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto result = Run(argv, env);
+  INFO("argv: " << absl::StrJoin(args, " ") << "\nstdout: " << result.stdout_text
+                << "\nstderr: " << result.stderr_text);
+  CHECK(result.exit_code == 2);
+  CHECK(result.stdout_text.empty());
+  CHECK(Lines(result.stderr_text).size() == 1);
+  CHECK(absl::StartsWith(result.stderr_text, "gpuprio"));
+  for (const std::string& needle : needles) CHECK(absl::StrContains(result.stderr_text, needle));
+}
+
+// The sanitizer runtimes this test binary loaded (none in a plain build). An uninstrumented
+// program (python3) that preloads a sanitizer build of libgpuprio.so needs them preloaded first.
+std::vector<std::string> SanitizerRuntimes() {
+  std::vector<std::string> runtimes;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const absl::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        if (absl::StrContains(name, "libasan.so") || absl::StrContains(name, "libtsan.so")) {
+          static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+        }
+        return 0;
+      },
+      &runtimes);
+  return runtimes;
+}
+
+// env_dump run with `lib` preloaded, the C API's answers included.
+gpuprio_test::ProcessResult RunPreloaded(const std::string& lib) {
+  return Run({EnvDump()}, {{"LD_PRELOAD", lib}, {"ASAN_OPTIONS", AsanOptions()},
+                           {"GPUPRIO_MODE", "passthrough"}});
+}
+
+// The library the CLI tests preload: libgpuprio.so, or in a sanitizer build where it dies on
+// load, a stand-in (the CLI's handling of LD_PRELOAD is the same). In a plain build a library
+// that cannot be preloaded fails the test.
+std::string ChoosePreloadLib() {
+  const std::string lib = Lib();
+  const auto probe = RunPreloaded(lib);
+  if (probe.exit_code == 0) return lib;
+  INFO("env_dump with " << lib << " preloaded: exit " << probe.exit_code << "\nstderr: "
+                        << probe.stderr_text);
+  REQUIRE_FALSE(SanitizerRuntimes().empty());
+  WARN("this sanitizer build of libgpuprio.so dies when preloaded (exit "
+       << probe.exit_code << "): the CLI is checked with a stand-in library, the C API is not");
+  return RunfileOrFail("tests/tools/libpreload_stub.so");
+}
+
+std::string PreloadLib() {
+  static const std::string* const lib = new std::string(ChoosePreloadLib());
+  return *lib;
+}
+
+// Whether the library at `lib` exports the C API yet: asks env_dump, run with it preloaded.
+bool LibraryHasCApi(const std::string& lib) {
+  const auto result = RunPreloaded(lib);
+  REQUIRE(result.exit_code == 0);
+  return Field(result, "gpuprio_get_thread_priority") != "absent";
+}
+
+gpuprio_test::ProcessResult RunPythonTest(const Env& env) {
+  // -I: ignore PYTHON* variables and user site-packages; -B: write no .pyc into the runfiles.
+  return Run({"/usr/bin/env", "python3", "-I", "-B",
+              RunfileOrFail("tests/tools/gpuprio_py_test.py")},
+             env);
+}
+
+}  // namespace
+
+TEST_CASE("gpuprio run preloads the library first and sets GPUPRIO_* for the child", "[cli]") {
+  const std::string lib = PreloadLib();
+  Env env = BaseEnv();
+  env.emplace_back("GPUPRIO_LOG", "error");  // set by the caller: kept, since --log is not given
+  const auto result = Run({Cli(), "run", "--lib", lib, "--priority", "high", "--mode",
+                           "passthrough", "--", EnvDump()},
+                          env);
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(Field(result, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
+  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_LOG=error",
+                                                        "GPUPRIO_MODE=passthrough",
+                                                        "GPUPRIO_PRIORITY=high"});
+  if (Field(result, "gpuprio_get_default_priority") == "absent") {
+    WARN("the preloaded library does not export the C API (yet): the child's view of it is "
+         "unchecked");
+  } else {
+    CHECK(Field(result, "gpuprio_get_default_priority") == "1");
+    CHECK(Field(result, "gpuprio_get_thread_priority") == "-1000");  // GPUPRIO_PRIORITY_UNSET
+    CHECK(Field(result, "gpuprio_mode") == "passthrough");
+  }
+}
+
+TEST_CASE("gpuprio run normalises values and does not preload the library twice", "[cli]") {
+  const std::string lib = PreloadLib();
+  Env env = BaseEnv();
+  env[0].second = absl::StrCat(lib, " ", kExistingPreload);  // space-separated, gpuprio already in
+  const auto result = Run({Cli(), "run", "--lib", lib, "--priority", "-7", "--mode", "OFF",
+                           "--log", "Debug", "--budget-us", "500", "--", EnvDump()},
+                          env);
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(Field(result, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
+  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_BUDGET_US=500",
+                                                        "GPUPRIO_LOG=debug", "GPUPRIO_MODE=off",
+                                                        "GPUPRIO_PRIORITY=-7"});
+}
+
+TEST_CASE("gpuprio run finds the library through GPUPRIO_LIB", "[cli]") {
+  const std::string lib = PreloadLib();
+  Env env = BaseEnv();
+  env.emplace_back("GPUPRIO_LIB", lib);
+  const auto result = Run({Cli(), "run", "--mode", "passthrough", "--", EnvDump()}, env);
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(Field(result, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
+
+  SECTION("and names a GPUPRIO_LIB that is not a file") {
+    Env missing = BaseEnv();
+    missing.emplace_back("GPUPRIO_LIB", "/nonexistent/libgpuprio.so");
+    CheckUsageError({"run", "--", EnvDump()}, {"GPUPRIO_LIB", "/nonexistent/libgpuprio.so"},
+                    missing);
+  }
+}
+
+TEST_CASE("gpuprio run passes the child's exit status through", "[cli]") {
+  const std::string lib = PreloadLib();
+  SECTION("exit code") {
+    const auto result = Run({Cli(), "run", "--lib", lib, "--mode", "off", "--", EnvDump(), "7"},
+                            BaseEnv());
+    INFO("stderr: " << result.stderr_text);
+    CHECK(result.exit_code == 7);
+    CHECK(absl::StrContains(result.stdout_text, "LD_PRELOAD="));
+  }
+  SECTION("death by signal: gpuprio replaced itself with the child") {
+    const auto result = Run({Cli(), "run", "--lib", lib, "--mode", "off", "--", "/bin/sh", "-c",
+                             "kill -TERM $$"},
+                            BaseEnv());
+    INFO("stderr: " << result.stderr_text);
+    CHECK(result.exit_code == 128 + 15);
+  }
+  SECTION("command not found: 127, as in a shell") {
+    const auto result =
+        Run({Cli(), "run", "--lib", lib, "--", "gpuprio-no-such-command"}, BaseEnv());
+    CHECK(result.exit_code == 127);
+    CHECK(absl::StrContains(result.stderr_text, "gpuprio-no-such-command"));
+  }
+}
+
+TEST_CASE("gpuprio rejects bad input with exit 2 and one message naming the problem", "[cli]") {
+  const std::string lib = PreloadLib();
+  const std::string child = EnvDump();
+  SECTION("unknown priority name") {
+    CheckUsageError({"run", "--lib", lib, "--priority", "urgent", "--", child},
+                    {"--priority", "urgent"});
+  }
+  SECTION("priority out of range") {
+    CheckUsageError({"run", "--lib", lib, "--priority", "101", "--", child},
+                    {"--priority", "101", "[-100, 100]"});
+  }
+  SECTION("unknown mode") {
+    CheckUsageError({"run", "--lib", lib, "--mode", "fast", "--", child}, {"--mode", "fast"});
+  }
+  SECTION("unknown log level") {
+    CheckUsageError({"env", "--lib", lib, "--log", "loud"}, {"--log", "loud"});
+  }
+  SECTION("negative budget") {
+    CheckUsageError({"run", "--lib", lib, "--budget-us", "-1", "--", child}, {"--budget-us"});
+  }
+  SECTION("missing command after --") {
+    CheckUsageError({"run", "--lib", lib, "--priority", "high", "--"}, {"no command"});
+  }
+  SECTION("missing command") {
+    CheckUsageError({"run", "--lib", lib, "--priority", "high"}, {"no command"});
+  }
+  SECTION("option without its value") {
+    CheckUsageError({"run", "--lib", lib, "--priority"}, {"--priority"});
+  }
+  SECTION("unknown option") {
+    CheckUsageError({"run", "--lib", lib, "--fast", "--", child}, {"--fast"});
+  }
+  SECTION("--lib that is not a file") {
+    CheckUsageError({"run", "--lib", "/nonexistent/libgpuprio.so", "--", child},
+                    {"--lib", "/nonexistent/libgpuprio.so"});
+  }
+  SECTION("trace file in a missing directory") {
+    CheckUsageError({"run", "--lib", lib, "--trace", "/nonexistent/t.json", "--", child},
+                    {"--trace", "/nonexistent"});
+  }
+  SECTION("no subcommand") { CheckUsageError({}, {"subcommand"}); }
+  SECTION("unknown subcommand") { CheckUsageError({"launch"}, {"launch"}); }
+}
+
+TEST_CASE("gpuprio env prints export lines a shell can eval", "[cli]") {
+  const std::string lib = PreloadLib();
+  const std::string tmp = Getenv("TEST_TMPDIR");
+  REQUIRE(!tmp.empty());
+  const std::string trace = absl::StrCat(tmp, "/my trace.json");  // a space: must be quoted
+  const std::vector<std::string> env_args = {"env", "--lib", lib, "--priority", "LOW",
+                                             "--trace", trace};
+
+  std::vector<std::string> argv = {Cli()};
+  argv.insert(argv.end(), env_args.begin(), env_args.end());
+  const auto printed = Run(argv, BaseEnv());
+  INFO("stdout: " << printed.stdout_text << "\nstderr: " << printed.stderr_text);
+  REQUIRE(printed.exit_code == 0);
+  CHECK(printed.stderr_text.empty());
+  const std::vector<std::string> lines = Lines(printed.stdout_text);
+  REQUIRE(lines.size() == 3);
+  CHECK(absl::StartsWith(lines[0], "export LD_PRELOAD="));
+  CHECK(lines[1] == "export GPUPRIO_PRIORITY=low");
+  CHECK(absl::StartsWith(lines[2], "export GPUPRIO_TRACE="));
+
+  // What a user does with it: eval in a shell, then start the program.
+  std::string script = "eval \"$(\"$0\"";
+  for (size_t i = 0; i < env_args.size(); ++i) absl::StrAppend(&script, " \"$", i + 1, "\"");
+  absl::StrAppend(&script, ")\" && exec \"$", env_args.size() + 1, "\"");
+  std::vector<std::string> shell = {"/bin/sh", "-c", script, Cli()};
+  shell.insert(shell.end(), env_args.begin(), env_args.end());
+  shell.push_back(EnvDump());
+  const auto child = Run(shell, BaseEnv());
+  INFO("script: " << script << "\nchild stdout: " << child.stdout_text
+                  << "\nchild stderr: " << child.stderr_text);
+  REQUIRE(child.exit_code == 0);
+  CHECK(Field(child, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
+  CHECK(GpuprioVars(child) ==
+        std::vector<std::string>{"GPUPRIO_PRIORITY=low", "GPUPRIO_TRACE=" + trace});
+}
+
+TEST_CASE("gpuprio --help lists the subcommands and each has its own usage", "[cli]") {
+  const auto top = Run({Cli(), "--help"}, BaseEnv());
+  CHECK(top.exit_code == 0);
+  CHECK(absl::StrContains(top.stdout_text, "usage: gpuprio"));
+  CHECK(absl::StrContains(top.stdout_text, "run "));
+  CHECK(absl::StrContains(top.stdout_text, "env "));
+  CHECK_FALSE(absl::StrContains(top.stdout_text, "top"));  // not implemented, so not listed
+
+  const auto run = Run({Cli(), "run", "--help"}, BaseEnv());
+  CHECK(run.exit_code == 0);
+  CHECK(absl::StrContains(run.stdout_text, "usage: gpuprio run [options] -- CMD [ARGS...]"));
+  for (const char* option : {"--priority", "--mode", "--log", "--budget-us", "--trace", "--lib"}) {
+    CHECK(absl::StrContains(run.stdout_text, option));
+  }
+  const auto env = Run({Cli(), "env", "--help"}, BaseEnv());
+  CHECK(env.exit_code == 0);
+  CHECK(absl::StrContains(env.stdout_text, "usage: gpuprio env [options]"));
+}
+
+TEST_CASE("The Python helper is a no-op that warns once without the library", "[python]") {
+  const auto result = RunPythonTest({{"GPUPRIO_TEST_EXPECT_API", "0"}});
+  INFO("output: " << result.stdout_text << result.stderr_text);
+  CHECK(result.exit_code == 0);
+}
+
+TEST_CASE("The Python helper sets and restores priorities in the preloaded library", "[python]") {
+  const std::string lib = PreloadLib();
+  const bool has_api = LibraryHasCApi(lib);
+  if (!has_api) {
+    WARN("the preloaded library does not export gpuprio_set_thread_priority (yet): the Python "
+         "helper is checked only for running harmlessly with the library preloaded");
+  }
+  std::vector<std::string> preload = SanitizerRuntimes();
+  preload.push_back(lib);
+  const auto result = RunPythonTest({{"LD_PRELOAD", absl::StrJoin(preload, ":")},
+                                     {"GPUPRIO_MODE", "passthrough"},
+                                     {"GPUPRIO_PRIORITY", "low"},
+                                     {"GPUPRIO_TEST_EXPECT_API", has_api ? "1" : "0"},
+                                     // CPython's own allocations at exit are not ours to check.
+                                     {"ASAN_OPTIONS", AsanOptions(":detect_leaks=0")}});
+  INFO("LD_PRELOAD: " << absl::StrJoin(preload, ":") << "\noutput: " << result.stdout_text
+                      << result.stderr_text);
+  CHECK(result.exit_code == 0);
+}
