@@ -16,6 +16,8 @@ namespace {
 // thread that needs one, so memory is bounded by the peak number of counting threads.
 ABSL_CONST_INIT std::atomic<CounterBlock*> g_blocks{nullptr};
 
+}  // namespace
+
 struct BlockReleaser {
   ~BlockReleaser() {
     if (t_block != nullptr) {
@@ -25,9 +27,8 @@ struct BlockReleaser {
   }
 };
 
-thread_local BlockReleaser t_releaser;
-
-}  // namespace
+// External linkage on purpose: see the note on TLS in scheduler/scheduler.cc.
+__attribute__((visibility("hidden"))) thread_local BlockReleaser t_releaser;
 
 CounterBlock* AcquireBlockForThisThread() {
   (void)&t_releaser;  // registers the thread-exit hand-back

@@ -27,13 +27,25 @@ ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);
 // a pointer from before an invalidation.
 absl::flat_hash_map<CUfunction, const ParamLayout*>* g_layouts ABSL_GUARDED_BY(g_mu) = nullptr;
 
+}  // namespace
+
+namespace internal_param_layout {
 struct CacheEntry {
   CUfunction function;
   uint64_t epoch;
   const ParamLayout* layout;
 };
 constexpr int kCacheSize = 64;
-__thread CacheEntry t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
+// External linkage on purpose: see the note on TLS in scheduler/scheduler.cc.
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread CacheEntry
+    t_cache[kCacheSize];
+}  // namespace internal_param_layout
+
+namespace {
+
+using internal_param_layout::CacheEntry;
+using internal_param_layout::kCacheSize;
+using internal_param_layout::t_cache;
 
 template <typename Getter, typename Handle>
 bool ReadParams(Getter get, Handle handle, ParamLayout* layout) {

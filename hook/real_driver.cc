@@ -14,10 +14,12 @@
 #include "hook/thread_state.h"
 #include "scheduler/logging.h"
 
-// Read by the dlsym trampoline (hook/dlsym_hook.cc) without a call, so it has C linkage.
+// Read by the dlsym trampoline (hook/dlsym_hook.cc) without a call, so it has C linkage. A plain
+// pointer accessed with __atomic builtins: std::atomic's member functions are out-of-line (and
+// instrumented) in sanitizer builds, and this runs before a sanitizer runtime is initialised.
 extern "C" {
-__attribute__((visibility("hidden"))) std::atomic<gpuprio::hook::DlsymFn>
-    gpuprio_internal_real_dlsym{nullptr};
+__attribute__((visibility("hidden"))) gpuprio::hook::DlsymFn gpuprio_internal_real_dlsym =
+    nullptr;
 }
 
 namespace gpuprio::hook {
@@ -86,8 +88,10 @@ void ResolveOnce() {
 
 }  // namespace
 
-DlsymFn RealDlsym() {
-  DlsymFn fn = gpuprio_internal_real_dlsym.load(std::memory_order_acquire);
+// Not instrumented: sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they initialise, which
+// reaches this function before the runtime can handle instrumented code.
+__attribute__((no_sanitize("address", "thread", "undefined"))) DlsymFn RealDlsym() {
+  DlsymFn fn = __atomic_load_n(&gpuprio_internal_real_dlsym, __ATOMIC_ACQUIRE);
   if (fn != nullptr) return fn;
   void* found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
   if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -96,7 +100,7 @@ DlsymFn RealDlsym() {
     std::abort();
   }
   fn = reinterpret_cast<DlsymFn>(found);
-  gpuprio_internal_real_dlsym.store(fn, std::memory_order_release);
+  __atomic_store_n(&gpuprio_internal_real_dlsym, fn, __ATOMIC_RELEASE);
   return fn;
 }
 

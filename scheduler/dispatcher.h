@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "scheduler/admission_policy.h"
 #include "scheduler/driver_functions.h"
@@ -109,7 +109,8 @@ class Dispatcher {
   std::thread thread_;
 
   // Dispatcher thread only.
-  absl::flat_hash_map<StreamState*, StreamQueue> queues_;
+  // Node-based: active_ and tracking_ hold pointers to the queues.
+  absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops
   std::vector<StreamQueue*> tracking_;  // streams with in-flight entries
   // Pending and in-flight counts per priority level that has any (few levels are ever active).

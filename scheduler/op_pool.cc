@@ -9,20 +9,26 @@ struct OpPoolRegistry {
   static void Release(OpPool* pool) { pool->in_use_.store(false, std::memory_order_release); }
 };
 
-namespace {
-
-ABSL_CONST_INIT std::atomic<OpPool*> g_pools{nullptr};
-ABSL_CONST_INIT std::atomic<uint64_t> g_allocated{0};
-
-__thread OpPool* t_pool __attribute__((tls_model("initial-exec"))) = nullptr;
-
+// External linkage on purpose: see the note on TLS in scheduler.cc.
+namespace internal_op_pool {
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread OpPool* t_pool =
+    nullptr;
 struct PoolReleaser {
   ~PoolReleaser() {
     if (t_pool != nullptr) OpPoolRegistry::Release(t_pool);
     t_pool = nullptr;
   }
 };
-thread_local PoolReleaser t_releaser;
+__attribute__((visibility("hidden"))) thread_local PoolReleaser t_releaser;
+}  // namespace internal_op_pool
+
+namespace {
+
+using internal_op_pool::t_pool;
+using internal_op_pool::t_releaser;
+
+ABSL_CONST_INIT std::atomic<OpPool*> g_pools{nullptr};
+ABSL_CONST_INIT std::atomic<uint64_t> g_allocated{0};
 
 }  // namespace
 

@@ -6,9 +6,12 @@
 #include "scheduler/logging.h"
 
 namespace gpuprio::scheduler {
-namespace {
 
-__thread int t_thread_priority __attribute__((tls_model("initial-exec"))) = kPriorityUnset;
+// Thread-local state has external linkage (hidden): GNU ld mis-relocates initial-exec accesses to
+// internal-linkage TLS in a shared object (it emitted a TPOFF64 against a section symbol without
+// the variable's offset, so t_stream_cache_next read t_thread_priority), so no TLS variable of
+// gpuprio lives in an anonymous namespace.
+namespace internal_scheduler {
 
 // A few recently used streams per thread: most threads launch on one or two streams.
 struct StreamCacheEntry {
@@ -19,9 +22,22 @@ struct StreamCacheEntry {
   StreamState* state;
 };
 constexpr int kStreamCacheSize = 4;
-__thread StreamCacheEntry t_stream_cache[kStreamCacheSize] __attribute__((
-    tls_model("initial-exec")));
-__thread int t_stream_cache_next __attribute__((tls_model("initial-exec"))) = 0;
+
+struct SchedulerThreadState {
+  int priority;
+  int stream_cache_next;
+  StreamCacheEntry stream_cache[kStreamCacheSize];
+};
+
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread SchedulerThreadState
+    t_scheduler_thread = {kPriorityUnset, 0, {}};
+
+}  // namespace internal_scheduler
+
+namespace {
+
+using internal_scheduler::kStreamCacheSize;
+using internal_scheduler::t_scheduler_thread;
 
 // CUDA: lower is more urgent, 0 is the default. gpuprio: higher is more important.
 int FromCudaStreamPriority(int cuda_priority) {
@@ -35,11 +51,12 @@ Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& dri
 
 Scheduler::~Scheduler() { StopDispatchers(); }
 
-void Scheduler::SetThreadPriority(int priority) { t_thread_priority = priority; }
-int Scheduler::ThreadPriority() { return t_thread_priority; }
+void Scheduler::SetThreadPriority(int priority) { t_scheduler_thread.priority = priority; }
+int Scheduler::ThreadPriority() { return t_scheduler_thread.priority; }
 
 int Scheduler::EffectivePriority(const StreamState* stream) const {
-  if (t_thread_priority != kPriorityUnset) return t_thread_priority;
+  const int thread_priority = t_scheduler_thread.priority;
+  if (thread_priority != kPriorityUnset) return thread_priority;
   if (stream != nullptr && stream->priority != kPriorityUnset) return stream->priority;
   return options_.default_priority;
 }
@@ -51,15 +68,16 @@ StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
   if (driver_.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
   const CUstream key_stream = legacy ? nullptr : stream;
   const uint64_t epoch = stream_epoch_.load(std::memory_order_acquire);
-  for (const StreamCacheEntry& e : t_stream_cache) {
+  for (const auto& e : t_scheduler_thread.stream_cache) {
     if (e.owner == this && e.epoch == epoch && e.context == context && e.stream == key_stream) {
       return e.state;
     }
   }
   StreamState* state = ResolveSlow(context, key_stream, legacy);
   if (state != nullptr) {
-    t_stream_cache[t_stream_cache_next] = {this, epoch, context, key_stream, state};
-    t_stream_cache_next = (t_stream_cache_next + 1) % kStreamCacheSize;
+    int& next = t_scheduler_thread.stream_cache_next;
+    t_scheduler_thread.stream_cache[next] = {this, epoch, context, key_stream, state};
+    next = (next + 1) % kStreamCacheSize;
   }
   return state;
 }
