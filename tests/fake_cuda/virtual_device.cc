@@ -170,7 +170,9 @@ void Enqueue(Stream* stream, OpPtr op) {
   }
 }
 
-void WaitDone(const OpPtr& op) {
+// By value: the caller's reference (a stream's `last`) may be replaced, dropping the op, while
+// Await releases the mutex.
+void WaitDone(OpPtr op) {
   if (op == nullptr) return;
   Mu().Await(absl::Condition(&OpDone, op.get()));
 }

@@ -20,7 +20,7 @@ void Enqueue(Stream* stream, OpPtr op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 OpPtr MakeOp(const char* what, uint64_t call_order, std::function<CUresult()> body);
 
 // Blocks (without holding Mu() meanwhile) until `op` is done. A null op is done.
-void WaitDone(const OpPtr& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
+void WaitDone(OpPtr op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 
 // Waits for everything queued on `stream` so far; returns and clears its pending async error.
 CUresult SyncStream(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
