@@ -66,7 +66,8 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
 // submitted so far must be issued first (an event wait's recording stream).
 template <ApiId kId, typename Real, typename... Args>
 CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
-                       scheduler::StreamState* depends_on, uint64_t cost_hint_ns, Args... args) {
+                       scheduler::StreamState* depends_on, uint64_t cost_hint_ns,
+                       std::atomic<int>* issued_counter, Args... args) {
   using Tuple = std::tuple<Args...>;
   static_assert(sizeof(Tuple) <= scheduler::Op::kArgBytes, "op argument storage too small");
   scheduler::Op* op = scheduler::OpPool::ForThisThread().Take();
@@ -76,6 +77,7 @@ CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
   op->stream = stream;
   op->priority = s->EffectivePriority(stream);
   op->cost_hint_ns = cost_hint_ns;
+  op->issued_counter = issued_counter;
   if (depends_on != nullptr && depends_on != stream) {
     op->depends_on = depends_on;
     op->depends_on_count = depends_on->submitted.load(std::memory_order_acquire);
@@ -100,7 +102,7 @@ struct OrderedByValue {
     if (stream == nullptr || s->CaptureActive()) {
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
-    return SubmitByValue<kId, Real>(s, stream, nullptr, 0, args...);
+    return SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
   }
 };
 
@@ -136,9 +138,12 @@ CUresult WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
     if (stream->legacy) s->WaitContext(stream->context);
     return s->TakeDeferredError(stream);
   } else if constexpr (kHasArg<CUevent, Args...>) {
-    if (scheduler::StreamState* recorder = s->LastRecordStream(FirstArg<CUevent>(args...))) {
+    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
+    if (scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire)) {
       s->WaitStream(recorder);
     }
+    // Destroying (or timing) an event that queued waits still name would break them.
+    if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
     return CUDA_SUCCESS;
   } else {
     // Synchronous copies and sets, frees, unloads: they follow all earlier work.

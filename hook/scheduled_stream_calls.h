@@ -28,15 +28,19 @@ struct EventRecordInterceptor {
       DriverCallScope in_driver;
       return real(args...);
     }
-    const CUevent event = FirstArg<CUevent>(args...);
+    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
+    // A queued wait on the event's previous record must be issued before the event is recorded
+    // again (rare: pooled events are re-recorded after their waits ran).
+    if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
     scheduler::StreamState* stream =
         s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
     if (stream == nullptr || s->CaptureActive()) {
-      s->ForgetEvent(event);  // recorded now: a later wait need not wait for a queue
+      // Recorded now: a later wait need not wait for a queue.
+      event->last_record.store(nullptr, std::memory_order_release);
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
-    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 0, args...);
-    s->NoteEventRecord(event, stream);
+    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
+    event->last_record.store(stream, std::memory_order_release);
     return r;
   }
 };
@@ -50,14 +54,16 @@ struct StreamWaitEventInterceptor {
       DriverCallScope in_driver;
       return real(args...);
     }
-    scheduler::StreamState* recorder = s->LastRecordStream(FirstArg<CUevent>(args...));
+    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
+    scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire);
     scheduler::StreamState* stream =
         s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
     if (stream == nullptr || s->CaptureActive()) {
       if (recorder != nullptr) s->WaitStream(recorder);
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
-    return SubmitByValue<kId, Real>(s, stream, recorder, 0, args...);
+    event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
+    return SubmitByValue<kId, Real>(s, stream, recorder, 0, &event->queued_waits, args...);
   }
 };
 
@@ -93,7 +99,7 @@ struct HostCopyInterceptor {
     if (stream == nullptr || pageable || s->CaptureActive()) {
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
-    return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), args...);
+    return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), nullptr, args...);
   }
 };
 

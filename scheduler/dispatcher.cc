@@ -207,7 +207,7 @@ int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
 }
 
 int Dispatcher::Ceiling(int64_t now_ns) const {
-  int ceiling = kNoPriority;
+  int ceiling = options_.unbudgeted_priority;
   for (int p : seen_priorities_) {
     const int64_t last = levels_->At(p).last_submit_ns.load(std::memory_order_relaxed);
     if (now_ns - last <= static_cast<int64_t>(options_.ceiling_window_ns)) {
@@ -321,12 +321,20 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
       q->tracked = true;
       tracking_.push_back(q);
     }
-    // Budgeted work is marked op by op (its completion frees budget and trains the estimate);
-    // otherwise a mark every few ops keeps the event cost off the launch rate.
-    if (op->priority < Ceiling(now) ||
-        ++q->ops_since_mark >= options_.ops_per_completion_event) {
+    // Budgeted work of unknown cost is marked op by op (its completion trains the estimate);
+    // otherwise a mark every few ops keeps the event cost off the launch rate while completions
+    // still free budget promptly.
+    ++q->ops_since_mark;
+    const bool budgeted = op->priority < Ceiling(now);
+    if ((budgeted && (!estimates_.Knows(op->cost_key) ||
+                      q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
+                      estimate >= options_.budget_ns / 8)) ||
+        q->ops_since_mark >= options_.ops_per_completion_event) {
       AddCompletionMark(q);
     }
+  }
+  if (op->issued_counter != nullptr) {
+    op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
   }
   s->issued.fetch_add(1, std::memory_order_seq_cst);
   NotifyWaiters();

@@ -21,6 +21,7 @@ class DurationEstimator {
   // change of kernel size shows within a few launches). Null keys are not learned.
   void Observe(const void* key, uint64_t measured_ns);
 
+  bool Knows(const void* key) const { return key != nullptr && average_ns_.contains(key); }
   size_t KnownKeys() const { return average_ns_.size(); }
 
  private:

@@ -29,6 +29,8 @@ struct Op {
   // A wait on an event: not issued before `depends_on` has issued `depends_on_count` ops.
   StreamState* depends_on = nullptr;
   uint64_t depends_on_count = 0;
+  // Decremented once the op is issued (an event's count of queued waits).
+  std::atomic<int>* issued_counter = nullptr;
   int64_t submit_ns = 0;
 
   // Set by the scheduler.

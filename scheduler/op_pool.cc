@@ -74,6 +74,7 @@ Op* OpPool::Take() {
   op->cost_hint_ns = 0;
   op->depends_on = nullptr;
   op->depends_on_count = 0;
+  op->issued_counter = nullptr;
   op->seq = 0;
   op->stream_index = 0;
   op->data.clear();

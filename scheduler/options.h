@@ -10,12 +10,19 @@ struct SchedulerOptions {
   int default_priority = 0;             // GPUPRIO_PRIORITY
   uint64_t budget_ns = 2'000'000;       // GPUPRIO_BUDGET_US: lower priorities' in-flight GPU time
   uint64_t default_estimate_ns = 100'000;  // an op with no history and no hint
-  // A priority level that submitted work within this window keeps lower levels on a budget.
+  // Work below this priority is always on a budget, even while nothing more important runs, so
+  // that high-priority work arriving later (from this process or another) waits for at most one
+  // budget. GPUPRIO_PRIORITY_HIGH by default.
+  int unbudgeted_priority = 1;
+  // A level above that which submitted work within this window puts the levels below it on a
+  // budget too.
   uint64_t ceiling_window_ns = 500'000'000;
   // How long an idle dispatcher spins before it parks (no CPU use while idle).
   uint64_t spin_before_park_ns = 50'000;
-  // Ops between completion events on a stream when nothing is budgeted.
+  // Ops between completion events on a stream: unbudgeted, and budgeted work of known cost
+  // (budgeted work of unknown cost is marked op by op, so its duration is learned at once).
   int ops_per_completion_event = 32;
+  int budgeted_ops_per_completion_event = 8;
 };
 
 }  // namespace gpuprio::scheduler

@@ -196,23 +196,21 @@ void Scheduler::ForgetStream(CUstream stream) {
   stream_epoch_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void Scheduler::NoteEventRecord(CUevent event, StreamState* stream) {
+Scheduler::EventState* Scheduler::Event(CUevent event) {
   EventShard& shard = ShardFor(event);
   absl::MutexLock lock(&shard.mu);
-  shard.last_record[event] = stream;
-}
-
-StreamState* Scheduler::LastRecordStream(CUevent event) {
-  EventShard& shard = ShardFor(event);
-  absl::MutexLock lock(&shard.mu);
-  auto it = shard.last_record.find(event);
-  return it == shard.last_record.end() ? nullptr : it->second;
+  EventState*& state = shard.events[event];
+  // Event states are few (applications pool their events) and ops may still point at one after
+  // the event is destroyed, so they are never freed; a destroyed handle's state is reset.
+  if (state == nullptr) state = new EventState();
+  return state;
 }
 
 void Scheduler::ForgetEvent(CUevent event) {
   EventShard& shard = ShardFor(event);
   absl::MutexLock lock(&shard.mu);
-  shard.last_record.erase(event);
+  auto it = shard.events.find(event);
+  if (it != shard.events.end()) it->second->last_record.store(nullptr, std::memory_order_release);
 }
 
 void Scheduler::StopDispatchers() {

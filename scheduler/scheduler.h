@@ -64,9 +64,14 @@ class Scheduler {
   // cuStreamDestroy: forget the stream (its state is kept, but never matched again).
   void ForgetStream(CUstream stream);
 
-  // Event records on scheduled streams, for waits and event syncs.
-  void NoteEventRecord(CUevent event, StreamState* stream);
-  StreamState* LastRecordStream(CUevent event);
+  // Event records on scheduled streams, for waits and event syncs, and the waits on each event
+  // still queued: a new record of the event must not overtake them.
+  struct EventState {
+    std::atomic<StreamState*> last_record{nullptr};
+    std::atomic<int> queued_waits{0};
+  };
+  // The event's state (created on first use; never freed, so ops may point at it).
+  EventState* Event(CUevent event);
   void ForgetEvent(CUevent event);
 
   // While any stream capture is active every stream op runs inline (capture semantics span
@@ -120,7 +125,7 @@ class Scheduler {
   static constexpr int kEventShards = 16;
   struct EventShard {
     absl::Mutex mu;
-    absl::flat_hash_map<CUevent, StreamState*> last_record ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<CUevent, EventState*> events ABSL_GUARDED_BY(mu);
   };
   EventShard event_shards_[kEventShards];
   EventShard& ShardFor(CUevent e) {

@@ -1,0 +1,303 @@
+// A -lcuda client for the scheduling tests, run against the fake driver with and without
+// libgpuprio.so preloaded. Scenarios (argv[1]); each exits 0 only if every check holds and prints
+// `sched_client: <scenario> ok` (plus key=value measurements) last:
+//   stress    16 threads x 8 shared streams: appends, random syncs, queries, event record -> wait
+//             copies; every append lands, in per-(thread, stream) order; every waited copy sees
+//             the data its event covered; no deadlock.
+//   error     the dispatcher's launch fails (injected): with gpuprio the launch returned
+//             CUDA_SUCCESS and the stream's next synchronize returns the error; natively the
+//             launch itself returns it. argv[2] = "scheduled" or "native" says which to expect.
+//   priority  a low-priority thread queues 100 x 1 ms kernels, then a high-priority thread runs a
+//             chain of 5 x 200 us kernels; prints the chain's latency and the most low-priority
+//             kernels ever in flight (from the fake's logs).
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
+
+using fake_client::Check;
+using fake_client::CheckCu;
+using fake_client::Fail;
+
+namespace {
+
+CUmodule g_module = nullptr;
+CUcontext g_ctx = nullptr;
+
+void Init() {
+  CheckCu(cuInit(0), "cuInit");
+  CUdevice dev;
+  CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CheckCu(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
+  CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
+  static const char kImage[] = "fake module image";
+  CheckCu(cuModuleLoadData(&g_module, kImage), "cuModuleLoadData");
+}
+
+CUfunction Function(const char* name) {
+  CUfunction f;
+  CheckCu(cuModuleGetFunction(&f, g_module, name), name);
+  return f;
+}
+
+CUdeviceptr Alloc(size_t bytes) {
+  CUdeviceptr p;
+  CheckCu(cuMemAlloc(&p, bytes), "cuMemAlloc");
+  CheckCu(cuMemsetD8(p, 0, bytes), "cuMemsetD8");
+  return p;
+}
+
+std::vector<uint32_t> ReadBack(CUdeviceptr p, size_t count) {
+  std::vector<uint32_t> v(count);
+  CheckCu(cuMemcpyDtoH(v.data(), p, count * 4), "cuMemcpyDtoH");
+  return v;
+}
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// gpuprio's C API through dlsym, so the client also runs without the library.
+void SetThreadPriority(int priority) {
+  using Fn = int (*)(int);
+  if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority"))) {
+    Check(fn(priority) == 0, "gpuprio_set_thread_priority");
+  }
+}
+
+int Stress() {
+  Init();
+  constexpr int kThreads = 16;
+  constexpr int kStreams = 8;
+  constexpr int kIterations = 150;
+  CUfunction append = Function("append_u32");
+  CUfunction fill = Function("fill_u32");
+  CUfunction copy = Function("copy_u32");
+  fakecuda_set_kernel_duration_ns("fill_u32", 20000);  // a slow producer exposes early waits
+  std::vector<CUstream> streams(kStreams);
+  for (int s = 0; s < kStreams; ++s) {
+    CheckCu(cuStreamCreateWithPriority(&streams[s], s % 2 ? CU_STREAM_NON_BLOCKING : 0, -(s % 3)),
+            "cuStreamCreateWithPriority");
+  }
+  const size_t log_words = 1 + kThreads * kIterations;
+  std::vector<CUdeviceptr> logs(kStreams);
+  for (auto& l : logs) l = Alloc(log_words * 4);
+  std::vector<CUdeviceptr> produced(kThreads), consumed(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    produced[t] = Alloc(kIterations * 4);
+    consumed[t] = Alloc(kIterations * 4);
+  }
+  std::vector<std::vector<uint32_t>> appended(kThreads, std::vector<uint32_t>(kStreams, 0));
+  std::vector<std::vector<uint32_t>> expect_copy(kThreads, std::vector<uint32_t>(kIterations, 0));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (thread)");
+      std::mt19937 rng(1234 + t);
+      CUevent event;
+      CheckCu(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      for (int i = 0; i < kIterations; ++i) {
+        const int s = rng() % kStreams;
+        const int what = rng() % 10;
+        if (what < 6) {
+          uint32_t value = (static_cast<uint32_t>(t) << 16) | appended[t][s]++;
+          CUdeviceptr log = logs[s];
+          void* args[] = {&log, &value};
+          if (cuLaunchKernel(append, 1, 1, 1, 1, 1, 1, 0, streams[s], args, nullptr) != 0) {
+            ++failures;
+          }
+          value = 0xdeadbeef;  // the op must own its copy of the parameters
+        } else if (what == 6) {
+          if (cuStreamSynchronize(streams[s]) != CUDA_SUCCESS) ++failures;
+        } else if (what == 7) {
+          const CUresult r = cuStreamQuery(streams[s]);
+          if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) ++failures;
+        } else {
+          // Produce on s, record, make another stream wait, consume there.
+          const int s2 = (s + 1 + rng() % (kStreams - 1)) % kStreams;
+          uint32_t value = 1000000 + t * 1000 + i;
+          uint32_t one = 1;
+          CUdeviceptr src = produced[t] + i * 4;
+          CUdeviceptr dst = consumed[t] + i * 4;
+          void* fill_args[] = {&src, &value, &one};
+          void* copy_args[] = {&dst, &src, &one};
+          expect_copy[t][i] = value;
+          if (cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, streams[s], fill_args, nullptr) != 0 ||
+              cuEventRecord(event, streams[s]) != 0 || cuStreamWaitEvent(streams[s2], event, 0) != 0 ||
+              cuLaunchKernel(copy, 1, 1, 1, 1, 1, 1, 0, streams[s2], copy_args, nullptr) != 0) {
+            ++failures;
+          }
+        }
+      }
+      cuEventDestroy(event);
+    });
+  }
+  for (auto& th : threads) th.join();
+  CheckCu(cuCtxSynchronize(), "cuCtxSynchronize");
+  Check(failures.load() == 0, "every call succeeded");
+  uint64_t total = 0;
+  for (int s = 0; s < kStreams; ++s) {
+    const std::vector<uint32_t> log = ReadBack(logs[s], log_words);
+    std::vector<uint32_t> next(kThreads, 0);
+    for (uint32_t k = 0; k < log[0]; ++k) {
+      const uint32_t v = log[1 + k];
+      const uint32_t t = v >> 16;
+      Check(t < kThreads, "append value names a thread");
+      if ((v & 0xffff) != next[t]) {
+        Fail(("stream " + std::to_string(s) + ": thread " + std::to_string(t) + " append " +
+              std::to_string(v & 0xffff) + " where " + std::to_string(next[t]) + " was due")
+                 .c_str());
+      }
+      ++next[t];
+    }
+    for (int t = 0; t < kThreads; ++t) {
+      Check(next[t] == appended[t][s], "every append of every thread landed");
+    }
+    total += log[0];
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    const std::vector<uint32_t> got = ReadBack(consumed[t], kIterations);
+    for (int i = 0; i < kIterations; ++i) {
+      if (got[i] != expect_copy[t][i]) {
+        Fail(("thread " + std::to_string(t) + " copy " + std::to_string(i) +
+              " ran before the event it waited for").c_str());
+      }
+    }
+  }
+  std::printf("appends=%lu\n", static_cast<unsigned long>(total));
+  return fake_client::Succeed();
+}
+
+int Error(bool scheduled) {
+  Init();
+  CUfunction fill = Function("fill_u32");
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, 0), "cuStreamCreate");
+  CUdeviceptr buf = Alloc(16);
+  uint32_t value = 7, count = 4;
+  void* args[] = {&buf, &value, &count};
+  CheckCu(cuLaunchKernel(fill, 1, 1, 1, 4, 1, 1, 0, stream, args, nullptr), "first launch");
+  CheckCu(cuStreamSynchronize(stream), "sync before the failure");
+  fakecuda_fail_next_call("cuLaunchKernel", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+  const CUresult launch = cuLaunchKernel(fill, 1, 1, 1, 4, 1, 1, 0, stream, args, nullptr);
+  const CUresult sync = cuStreamSynchronize(stream);
+  const CUresult again = cuStreamSynchronize(stream);
+  std::printf("launch=%d sync=%d again=%d\n", launch, sync, again);
+  if (scheduled) {
+    Check(launch == CUDA_SUCCESS, "the scheduled launch returns at once");
+    Check(sync == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "the next sync reports the deferred error");
+  } else {
+    Check(launch == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "the native launch fails itself");
+    Check(sync == CUDA_SUCCESS, "nothing left to report");
+  }
+  Check(again == CUDA_SUCCESS, "the error is reported once");
+  // Errors CUDA reports at launch time stay immediate.
+  Check(cuLaunchKernel(fill, 1, 1, 1, 2048, 1, 1, 0, stream, args, nullptr) ==
+            CUDA_ERROR_INVALID_VALUE,
+        "a block of 2048 threads is rejected at launch time");
+  return fake_client::Succeed();
+}
+
+int Priority() {
+  Init();
+  CUfunction sleep = Function("sleep_ns");
+  CUstream low_stream, high_stream;
+  CheckCu(cuStreamCreate(&low_stream, CU_STREAM_NON_BLOCKING), "low stream");
+  CheckCu(cuStreamCreate(&high_stream, CU_STREAM_NON_BLOCKING), "high stream");
+  constexpr int kLow = 100;
+  constexpr uint64_t kLowNs = 1000000;
+  constexpr int kHigh = 5;
+  constexpr uint64_t kHighNs = 200000;
+  std::thread low([&] {
+    CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (low)");
+    SetThreadPriority(-1);
+    uint64_t ns = kLowNs;
+    void* args[] = {&ns};
+    for (int i = 0; i < kLow; ++i) {
+      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, low_stream, args, nullptr), "low launch");
+    }
+  });
+  low.join();
+  // Let some low-priority work reach the device first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  uint64_t submit_ns = 0, done_ns = 0;
+  std::thread high([&] {
+    CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (high)");
+    SetThreadPriority(1);
+    uint64_t ns = kHighNs;
+    void* args[] = {&ns};
+    submit_ns = NowNs();
+    for (int i = 0; i < kHigh; ++i) {
+      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, args, nullptr), "high launch");
+    }
+    CheckCu(cuStreamSynchronize(high_stream), "high sync");
+    done_ns = NowNs();
+  });
+  high.join();
+  CheckCu(cuStreamSynchronize(low_stream), "low sync");
+  // Low-priority kernels in flight: issued to the device (the fake saw the launch call) and not
+  // yet finished executing, at each moment a low-priority launch reached the device.
+  std::vector<std::pair<uint64_t, uint64_t>> low_ops;  // issue time, end of execution
+  std::vector<uint64_t> low_issue, low_end;
+  const uint64_t calls = fakecuda_call_count();
+  for (uint64_t i = 0; i < calls; ++i) {
+    fakecuda_call_record c;
+    fakecuda_get_call(i, &c);
+    if (std::strncmp(c.api, "cuLaunchKernel", 64) == 0 && c.stream == reinterpret_cast<uint64_t>(low_stream)) {
+      low_issue.push_back(c.start_ns);
+    }
+  }
+  const uint64_t execs = fakecuda_exec_count();
+  for (uint64_t i = 0; i < execs; ++i) {
+    fakecuda_exec_record e;
+    fakecuda_get_exec(i, &e);
+    if (e.stream == reinterpret_cast<uint64_t>(low_stream) && std::strcmp(e.what, "sleep_ns") == 0) {
+      low_end.push_back(e.end_ns);
+    }
+  }
+  if (low_issue.size() != kLow || low_end.size() != kLow) {
+    std::printf("low launches logged=%zu executed=%zu\n", low_issue.size(), low_end.size());
+    Fail("every low-priority kernel ran");
+  }
+  int max_in_flight = 0;
+  for (size_t i = 0; i < low_issue.size(); ++i) {
+    int in_flight = 1;
+    for (size_t j = 0; j < i; ++j) in_flight += low_end[j] > low_issue[i];
+    max_in_flight = std::max(max_in_flight, in_flight);
+  }
+  std::printf("high_latency_us=%lu high_work_us=%lu low_max_in_flight=%d low_kernel_us=%lu\n",
+              static_cast<unsigned long>((done_ns - submit_ns) / 1000),
+              static_cast<unsigned long>(kHigh * kHighNs / 1000), max_in_flight,
+              static_cast<unsigned long>(kLowNs / 1000));
+  return fake_client::Succeed();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fake_client::g_client_name = "sched_client";
+  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority");
+  fake_client::g_scenario = argv[1];
+  const std::string scenario = argv[1];
+  if (scenario == "stress") return Stress();
+  if (scenario == "error") return Error(argc > 2 && std::string(argv[2]) == "scheduled");
+  if (scenario == "priority") return Priority();
+  Fail("unknown scenario");
+}

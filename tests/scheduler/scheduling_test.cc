@@ -1,0 +1,124 @@
+// Scheduling end to end: fake clients run as subprocesses against the fake driver with
+// libgpuprio.so preloaded in schedule mode. The dispatcher issues every deferred call, so each
+// client's own result checks (data, parameter bytes, ordering) test the scheduler.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "catch2/catch.hpp"
+#include "tests/runfiles.h"
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+std::string Path(const char* runfile) {
+  auto path = gpuprio_test::Runfile(runfile);
+  REQUIRE(path.ok());
+  return *path;
+}
+
+// The environment of a client: the fake driver, and gpuprio preloaded unless `mode` is empty.
+Env ClientEnv(const std::string& mode, Env extra = {}) {
+  Env env = {
+      {"LD_LIBRARY_PATH", gpuprio_test::Dirname(Path("tests/fake_cuda/libcuda.so.1"))},
+      // A preloaded instrumented library comes before the ASan runtime; fork: see the fake's test.
+      {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
+      {"TSAN_OPTIONS", "die_after_fork=0:suppressions=" + Path("tests/fake_cuda/tsan_dlopen.supp")},
+  };
+  if (!mode.empty()) {
+    env.push_back({"LD_PRELOAD", Path("hook/libgpuprio.so")});
+    env.push_back({"GPUPRIO_MODE", mode});
+  }
+  for (auto& e : extra) env.push_back(std::move(e));
+  return env;
+}
+
+gpuprio_test::ProcessResult Run(const std::vector<std::string>& argv, const Env& env) {
+  auto result = gpuprio_test::RunProcess(argv, env);
+  REQUIRE(result.ok());
+  INFO(argv[0] << " " << (argv.size() > 1 ? argv[1] : "") << "\nstdout:\n"
+               << result->stdout_text << "\nstderr:\n" << result->stderr_text);
+  CHECK(result->exit_code == 0);
+  return *result;
+}
+
+// key=value pairs printed by a client.
+std::map<std::string, long> Values(const std::string& text) {
+  std::map<std::string, long> values;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+      long v = 0;
+      if (!kv.second.empty() && absl::SimpleAtoi(kv.second, &v)) values[kv.first] = v;
+    }
+  }
+  return values;
+}
+
+TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[scheduler]") {
+  const std::string cudart = Path("tests/fake_cuda/clients/cudart_like_client");
+  const std::string lcuda = Path("tests/fake_cuda/clients/lcuda_client");
+  const std::vector<std::vector<std::string>> runs = {
+      {cudart, "launch_forms"}, {cudart, "params"}, {cudart, "streams"},
+      {cudart, "fork"},         {lcuda, "launch_forms"}, {lcuda, "memcpy"},
+  };
+  for (const auto& argv : runs) {
+    DYNAMIC_SECTION(argv[0].substr(argv[0].rfind('/') + 1) << " " << argv[1]) {
+      const auto r = Run(argv, ClientEnv("schedule"));
+      CHECK(r.stdout_text.find(argv[1] + " ok") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("16 threads on 8 streams lose and reorder nothing, and event waits hold",
+          "[scheduler]") {
+  const auto r = Run({Path("tests/scheduler/sched_client"), "stress"}, ClientEnv("schedule"));
+  CHECK(r.stdout_text.find("stress ok") != std::string::npos);
+  CHECK(Values(r.stdout_text)["appends"] > 0);
+}
+
+TEST_CASE("A deferred launch error surfaces at the stream's next synchronize, once",
+          "[scheduler]") {
+  SECTION("scheduled: the launch returns at once, the sync reports it, the log names it") {
+    const auto r = Run({Path("tests/scheduler/sched_client"), "error", "scheduled"},
+                       ClientEnv("schedule"));
+    CHECK(r.stdout_text.find("error ok") != std::string::npos);
+    CHECK(r.stderr_text.find("gpuprio: cuLaunchKernel on stream") != std::string::npos);
+  }
+  SECTION("native: the same client sees the error from the launch itself") {
+    const auto r = Run({Path("tests/scheduler/sched_client"), "error", "native"}, ClientEnv(""));
+    CHECK(r.stdout_text.find("error ok") != std::string::npos);
+  }
+}
+
+TEST_CASE("A high-priority chain waits for at most one budget of low-priority work",
+          "[scheduler]") {
+  constexpr long kBudgetUs = 3000;
+  const std::string client = Path("tests/scheduler/sched_client");
+  const auto scheduled =
+      Values(Run({client, "priority"},
+                 ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", std::to_string(kBudgetUs)}}))
+                 .stdout_text);
+  const auto native = Values(Run({client, "priority"}, ClientEnv("")).stdout_text);
+  REQUIRE(scheduled.count("high_latency_us") == 1);
+  REQUIRE(native.count("high_latency_us") == 1);
+  const long kernel_us = scheduled.at("low_kernel_us");
+  INFO("scheduled: latency " << scheduled.at("high_latency_us") << " us, low in flight "
+                             << scheduled.at("low_max_in_flight") << "; native: latency "
+                             << native.at("high_latency_us") << " us, low in flight "
+                             << native.at("low_max_in_flight"));
+  // Low-priority work on the device never exceeds the budget (each kernel is 1 ms).
+  CHECK(scheduled.at("low_max_in_flight") <= kBudgetUs / kernel_us);
+  // The chain's latency is its own work plus at most one budget, with 20 ms for thread wake-ups
+  // on a loaded machine; natively it queues behind ~90 ms of low-priority kernels.
+  const long bound = scheduled.at("high_work_us") + kBudgetUs + 20000;
+  CHECK(scheduled.at("high_latency_us") <= bound);
+  CHECK(native.at("high_latency_us") > bound);
+  CHECK(native.at("low_max_in_flight") > kBudgetUs / kernel_us);
+}
+
+}  // namespace
