@@ -1,5 +1,7 @@
 // The fakecuda_* controls that act on the virtual devices (fake_cuda_control.h); the log
 // getters live in call_log.cc.
+#include <dlfcn.h>
+
 #include "absl/synchronization/mutex.h"
 #include "tests/fake_cuda/call_log.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
@@ -53,6 +55,16 @@ void fakecuda_fail_kernel(const char* kernel_name, int result) {
   } else {
     S().kernel_failure[kernel_name] = static_cast<CUresult>(result);
   }
+}
+
+void* fakecuda_self_dlsym(const char* name) {
+  // The driver looking itself up, as libcuda does for its own entry points: an interposed dlsym
+  // must hand the driver its own symbol, never a wrapper.
+  void* self = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (self == nullptr) return nullptr;
+  void* p = dlsym(self, name);
+  dlclose(self);
+  return p;
 }
 
 }  // extern "C"

@@ -94,6 +94,9 @@ uint64_t fakecuda_count_calls(const char* api_name);
 uint64_t fakecuda_exec_count(void);
 int fakecuda_get_exec(uint64_t index, fakecuda_exec_record* out);
 
+// dlsym(dlopen("libcuda.so.1", RTLD_NOLOAD), name) called from inside the fake driver.
+void* fakecuda_self_dlsym(const char* name);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -54,6 +54,11 @@ int main() {
   Put("dlsym.cuDeviceGetName", Where(dlsym(libcuda, "cuDeviceGetName")));
   Put("dlsym.cuNoSuchFunction", Where(dlsym(libcuda, "cuNoSuchFunction")));
   Put("dlsym.fakecuda_call_count", Where(dlsym(libcuda, "fakecuda_call_count")));
+  // The driver's own lookup of one of its entry points.
+  using SelfDlsym = void* (*)(const char*);
+  if (auto self_dlsym = reinterpret_cast<SelfDlsym>(dlsym(libcuda, "fakecuda_self_dlsym"))) {
+    Put("driver_self_dlsym.cuLaunchKernel", Where(self_dlsym("cuLaunchKernel")));
+  }
   // Lookups that are not gpuprio's business: other names, RTLD_DEFAULT and RTLD_NEXT.
   Put("dlsym.default.strlen", Where(dlsym(RTLD_DEFAULT, "strlen")));
   Put("dlsym.next.malloc", Where(dlsym(RTLD_NEXT, "malloc")));
@@ -141,7 +146,16 @@ int main() {
   std::fflush(stdout);
   const pid_t child = fork();
   if (child == 0) {
-    int cr = LaunchEmpty(launch, empty);
+    // A forked child starts from an uninitialised driver, as with CUDA itself.
+    CUcontext child_ctx = nullptr;
+    CUmodule child_module = nullptr;
+    CUfunction child_empty = nullptr;
+    int cr = init(0);
+    if (cr == CUDA_SUCCESS) cr = retain(&child_ctx, 0);
+    if (cr == CUDA_SUCCESS) cr = set_current(child_ctx);
+    if (cr == CUDA_SUCCESS) cr = load(&child_module, "gpuprio lookup_probe module");
+    if (cr == CUDA_SUCCESS) cr = get_function(&child_empty, child_module, "empty");
+    if (cr == CUDA_SUCCESS) cr = LaunchEmpty(launch, child_empty);
     if (cr == CUDA_SUCCESS) cr = sync();
     _exit(cr == CUDA_SUCCESS ? 0 : 10 + cr);
   }

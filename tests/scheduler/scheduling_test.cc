@@ -6,14 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "catch2/catch.hpp"
+#include "tests/client_env.h"
 #include "tests/runfiles.h"
 
 namespace {
 
-using Env = std::vector<std::pair<std::string, std::string>>;
+using gpuprio_test::Env;
 
 std::string Path(const char* runfile) {
   auto path = gpuprio_test::Runfile(runfile);
@@ -21,20 +20,10 @@ std::string Path(const char* runfile) {
   return *path;
 }
 
-// The environment of a client: the fake driver, and gpuprio preloaded unless `mode` is empty.
 Env ClientEnv(const std::string& mode, Env extra = {}) {
-  Env env = {
-      {"LD_LIBRARY_PATH", gpuprio_test::Dirname(Path("tests/fake_cuda/libcuda.so.1"))},
-      // A preloaded instrumented library comes before the ASan runtime; fork: see the fake's test.
-      {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
-      {"TSAN_OPTIONS", "die_after_fork=0:suppressions=" + Path("tests/fake_cuda/tsan_dlopen.supp")},
-  };
-  if (!mode.empty()) {
-    env.push_back({"LD_PRELOAD", Path("hook/libgpuprio.so")});
-    env.push_back({"GPUPRIO_MODE", mode});
-  }
-  for (auto& e : extra) env.push_back(std::move(e));
-  return env;
+  auto env = gpuprio_test::ClientEnv(mode, std::move(extra));
+  REQUIRE(env.ok());
+  return *env;
 }
 
 gpuprio_test::ProcessResult Run(const std::vector<std::string>& argv, const Env& env) {
@@ -46,17 +35,8 @@ gpuprio_test::ProcessResult Run(const std::vector<std::string>& argv, const Env&
   return *result;
 }
 
-// key=value pairs printed by a client.
 std::map<std::string, long> Values(const std::string& text) {
-  std::map<std::string, long> values;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    for (absl::string_view field : absl::StrSplit(line, ' ')) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
-      long v = 0;
-      if (!kv.second.empty() && absl::SimpleAtoi(kv.second, &v)) values[kv.first] = v;
-    }
-  }
-  return values;
+  return gpuprio_test::IntValues(text);
 }
 
 TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[scheduler]") {

@@ -1,0 +1,50 @@
+#include "tests/client_env.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+namespace gpuprio_test {
+
+absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
+  absl::StatusOr<std::string> fake = Runfile("tests/fake_cuda/libcuda.so.1");
+  if (!fake.ok()) return fake.status();
+  absl::StatusOr<std::string> suppressions = Runfile("tests/fake_cuda/tsan_dlopen.supp");
+  if (!suppressions.ok()) return suppressions.status();
+  Env env = {
+      {"LD_LIBRARY_PATH", Dirname(*fake)},
+      // A preloaded instrumented library comes before the ASan runtime in the initial library
+      // list; forked children of the fork scenarios keep running under TSan.
+      {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
+      {"TSAN_OPTIONS", "die_after_fork=0:suppressions=" + *suppressions},
+  };
+  if (!mode.empty()) {
+    absl::StatusOr<std::string> lib = Runfile("hook/libgpuprio.so");
+    if (!lib.ok()) return lib.status();
+    env.push_back({"LD_PRELOAD", *lib});
+    env.push_back({"GPUPRIO_MODE", mode});
+  }
+  for (auto& e : extra) env.push_back(std::move(e));
+  return env;
+}
+
+std::map<std::string, std::string> StringValues(const std::string& text) {
+  std::map<std::string, std::string> values;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+      if (!kv.first.empty() && field.find('=') != absl::string_view::npos) values[kv.first] = kv.second;
+    }
+  }
+  return values;
+}
+
+std::map<std::string, long> IntValues(const std::string& text) {
+  std::map<std::string, long> values;
+  for (const auto& [key, value] : StringValues(text)) {
+    long v = 0;
+    if (absl::SimpleAtoi(value, &v)) values[key] = v;
+  }
+  return values;
+}
+
+}  // namespace gpuprio_test
