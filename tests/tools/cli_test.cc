@@ -115,19 +115,14 @@ gpuprio_test::ProcessResult RunPreloaded(const std::string& lib) {
                            {"GPUPRIO_MODE", "passthrough"}});
 }
 
-// The library the CLI tests preload: libgpuprio.so, or in a sanitizer build where it dies on
-// load, a stand-in (the CLI's handling of LD_PRELOAD is the same). In a plain build a library
-// that cannot be preloaded fails the test.
+// libgpuprio.so, checked once to load cleanly (plain and sanitizer builds alike).
 std::string ChoosePreloadLib() {
   const std::string lib = Lib();
   const auto probe = RunPreloaded(lib);
-  if (probe.exit_code == 0) return lib;
   INFO("env_dump with " << lib << " preloaded: exit " << probe.exit_code << "\nstderr: "
                         << probe.stderr_text);
-  REQUIRE_FALSE(SanitizerRuntimes().empty());
-  WARN("this sanitizer build of libgpuprio.so dies when preloaded (exit "
-       << probe.exit_code << "): the CLI is checked with a stand-in library, the C API is not");
-  return RunfileOrFail("tests/tools/libpreload_stub.so");
+  REQUIRE(probe.exit_code == 0);
+  return lib;
 }
 
 std::string PreloadLib() {
@@ -164,14 +159,9 @@ TEST_CASE("gpuprio run preloads the library first and sets GPUPRIO_* for the chi
   CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_LOG=error",
                                                         "GPUPRIO_MODE=passthrough",
                                                         "GPUPRIO_PRIORITY=high"});
-  if (Field(result, "gpuprio_get_default_priority") == "absent") {
-    WARN("the preloaded library does not export the C API (yet): the child's view of it is "
-         "unchecked");
-  } else {
-    CHECK(Field(result, "gpuprio_get_default_priority") == "1");
-    CHECK(Field(result, "gpuprio_get_thread_priority") == "-1000");  // GPUPRIO_PRIORITY_UNSET
-    CHECK(Field(result, "gpuprio_mode") == "passthrough");
-  }
+  CHECK(Field(result, "gpuprio_get_default_priority") == "1");
+  CHECK(Field(result, "gpuprio_get_thread_priority") == "-1000");  // GPUPRIO_PRIORITY_UNSET
+  CHECK(Field(result, "gpuprio_mode") == "passthrough");
 }
 
 TEST_CASE("gpuprio run normalises values and does not preload the library twice", "[cli]") {
@@ -338,10 +328,7 @@ TEST_CASE("The Python helper is a no-op that warns once without the library", "[
 TEST_CASE("The Python helper sets and restores priorities in the preloaded library", "[python]") {
   const std::string lib = PreloadLib();
   const bool has_api = LibraryHasCApi(lib);
-  if (!has_api) {
-    WARN("the preloaded library does not export gpuprio_set_thread_priority (yet): the Python "
-         "helper is checked only for running harmlessly with the library preloaded");
-  }
+  REQUIRE(has_api);
   std::vector<std::string> preload = SanitizerRuntimes();
   preload.push_back(lib);
   const auto result = RunPythonTest({{"LD_PRELOAD", absl::StrJoin(preload, ":")},
