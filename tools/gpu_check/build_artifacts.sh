@@ -4,6 +4,7 @@
 #   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
 #   .gpu/driver_api_program     tools/gpu_check/driver_api_program.cu (+ embedded driver_api_kernels.cu)
 #   .gpu/launch_rate            tools/bench/launch_rate.cu
+#   .gpu/interference           tools/bench/interference.cu
 # Idempotent: every run rebuilds all of it.
 #
 # Usage: bash tools/gpu_check/build_artifacts.sh [--skip-lib]
@@ -79,8 +80,12 @@ say "nvcc: launch_rate.cu -> .gpu/launch_rate (-lcuda, static CUDA runtime)"
 "$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
   -o "$out/launch_rate" tools/bench/launch_rate.cu -lcuda -lpthread
 
+say "nvcc: interference.cu -> .gpu/interference (-lcuda, static CUDA runtime)"
+"$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
+  -o "$out/interference" tools/bench/interference.cu -lcuda -lpthread
+
 # Nothing here may depend on a libcuda other than the driver's libcuda.so.1.
-for p in "$out/driver_api_program" "$out/launch_rate"; do
+for p in "$out/driver_api_program" "$out/launch_rate" "$out/interference"; do
   ldd_out="$(readelf -d "$p" | grep NEEDED || true)"
   grep -q 'libcuda.so.1' <<<"$ldd_out" || die "$p does not link libcuda.so.1: $ldd_out"
   if grep -q 'libcudart' <<<"$ldd_out"; then die "$p links a shared libcudart: $ldd_out"; fi

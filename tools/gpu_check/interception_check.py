@@ -41,7 +41,7 @@ if triton is not None:
         tl.store(out_ptr + offs, x + y, mask=mask)
 
 
-TORCH_CHECKS = ["resnet", "matmul", "triton", "graph"]
+TORCH_CHECKS = ["resnet", "train", "matmul", "triton", "graph"]
 ALL_CHECKS = TORCH_CHECKS + ["driver"]
 
 
@@ -221,8 +221,39 @@ def check_graph():
     return ok, details, {"replays": torch.stack(replays)}
 
 
+def check_train():
+    """One ResNet-50 training step (forward, backward, SGD with momentum) from a fixed seed: the
+    loss, every gradient and the updated weights are compared bit for bit between the runs."""
+    torch = _setup_torch()
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().train()  # random init, no download
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 3, 224, 224, generator=gen).cuda()
+    target = torch.randint(0, 1000, (8,), generator=gen).cuda()
+    losses = []
+    for _ in range(2):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    torch.cuda.synchronize()
+    outputs = {"loss": torch.stack(losses).cpu()}
+    for name in ("conv1.weight", "layer4.2.conv3.weight", "fc.weight", "fc.bias"):
+        outputs["param." + name] = dict(model.named_parameters())[name].detach().cpu()
+        outputs["grad." + name] = dict(model.named_parameters())[name].grad.detach().cpu()
+    outputs["bn1.running_mean"] = model.bn1.running_mean.detach().cpu()
+    finite = all(bool(torch.isfinite(t).all()) for t in outputs.values())
+    details = {"losses": [float(v) for v in outputs["loss"]], "finite": finite,
+               "loss_decreased": float(outputs["loss"][1]) < float(outputs["loss"][0])}
+    return finite, details, outputs
+
+
 CHECK_FUNCS = {"resnet": check_resnet, "matmul": check_matmul, "triton": check_triton,
-               "graph": check_graph}
+               "graph": check_graph, "train": check_train}
 
 
 def tensor_sha256(t):

@@ -47,6 +47,10 @@ else
   tags=(native preload)
 fi
 
+# GPUPRIO_CHECK_MODE: the mode of the preloaded runs (passthrough, the interception check, or
+# schedule, where every launch is issued by gpuprio's dispatcher thread).
+mode="${GPUPRIO_CHECK_MODE:-passthrough}"
+say "preloaded runs use GPUPRIO_MODE=$mode"
 export PYTHONUNBUFFERED=1
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 
@@ -56,7 +60,7 @@ run_one() {
   local base="$work/$check.$tag"
   local -a env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG)
   if [[ "$tag" == preload ]]; then
-    env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough GPUPRIO_LOG=info)
+    env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE="$mode" GPUPRIO_LOG=info)
   fi
   # Each run compiles its own Triton kernels, so the two runs take the same path.
   env_args+=(TRITON_CACHE_DIR="$work/triton_cache.$tag")
@@ -75,7 +79,7 @@ run_one() {
 }
 
 say "work dir $work; tags ${tags[*]}"
-for check in driver resnet matmul triton graph; do
+for check in driver resnet train matmul triton graph; do
   for tag in "${tags[@]}"; do
     run_one "$check" "$tag"
   done
