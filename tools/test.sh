@@ -15,6 +15,9 @@ summaries=()
 for config in "${configs[@]}"; do
   flags=()
   [[ "$config" == plain ]] || flags=("--config=$config")
+  if [[ "$config" == tsan ]]; then
+    flags+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/tests/fake_cuda/tsan_dlopen.supp")
+  fi
   echo "=== bazel test //... ${flags[*]:-} ==="
   bazel test "${flags[@]}" --test_output=errors //... 2>&1 | grep -v '^\(Loading\|Analyzing\|INFO: From\)'
   rc=${PIPESTATUS[0]}
