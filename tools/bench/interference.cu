@@ -1,0 +1,415 @@
+// Interference benchmark, in-process form (DESIGN §9.2): two threads of one process.
+//
+// High-priority thread: every --period-ms (10) it releases a chain of --chain (20) spin kernels of
+// --high-us (50) each (grid = number of SMs, 128 threads) on its own stream, then
+// cudaStreamSynchronize; latency = release time to sync return (steady clock). --warmup (10)
+// releases, then --releases (150) measured ones, or fewer if --max-seconds (10, warm-up included)
+// run out first (a starved high thread must not outlast the caller's timeout). If a release is late
+// (the previous one ran past its slot) it starts at once and is timed from that moment.
+//
+// Low-priority thread (absent with --low-ms 0, "alone"): on its own stream, full-GPU spin kernels
+// of --low-ms L each (grid = 4 x SMs blocks of 256 threads; with --low-fill smem, the default, each
+// block also takes 1/4 of the SM's shared memory so that nothing else fits beside it: the GPU is
+// full, not just busy), in batches of 20 launches followed by cudaStreamSynchronize, for as long
+// as the high thread runs. Block 0 of every low kernel bumps a counter in mapped host memory when
+// it is done; the high thread reads it at the start and end of its measured releases, so the
+// throughput (low kernels per second) covers exactly the measured window.
+//
+// Seen on an H100 (native): the high kernels (no shared memory) fit beside a running low kernel,
+// so the next low kernel starts beside high kernel i and high kernel i+1 must wait for it to end;
+// the chain takes about chain x L, and CUDA stream priorities do not change that (no preemption of
+// resident blocks). That is the case gpuprio's host-side hold-back is for.
+//
+// Kernel lengths: the spin kernel waits on clock64; cycles per microsecond are calibrated once at
+// start against cudaEvent timing on the idle GPU.
+//
+// --priority-mode none|stream|gpuprio:
+//   none     both streams default priority (non-blocking streams);
+//   stream   CUDA stream priorities: high gets the greatest priority, low the least;
+//   gpuprio  default-priority streams, and each thread calls gpuprio_set_thread_priority(1 / -1)
+//            if dlsym(RTLD_DEFAULT) finds it (it does when libgpuprio.so is preloaded); the JSON
+//            says whether it was found and whether both calls returned 0.
+// Prints one JSON line on stdout; exit 0 on success, 1 on any CUDA error.
+//
+// Usage: interference [--low-ms L] [--priority-mode none|stream|gpuprio] [--releases N]
+//                     [--warmup W] [--period-ms P] [--chain C] [--high-us U] [--batch B]
+//                     [--low-blocks-per-sm K] [--low-threads T] [--low-fill smem|none]
+//                     [--max-seconds S]
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Spins for `cycles` SM clock cycles.
+__device__ __forceinline__ void gp_spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+// Two kernels, not one, so that gpuprio's per-function GPU-time estimates keep the 50 us and the
+// long kernels apart.
+__global__ void gp_high_spin_kernel(long long cycles) { gp_spin(cycles); }
+
+// Block 0 / thread 0 then adds one to *done (mapped host memory).
+__global__ void gp_low_spin_kernel(long long cycles, unsigned long long* done) {
+  gp_spin(cycles);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    __threadfence_system();
+    atomicAdd_system(done, 1ULL);
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using SetPriorityFn = int (*)(int);
+
+struct Options {
+  double low_ms = 0;
+  std::string priority_mode = "none";
+  int releases = 150;
+  int warmup = 10;
+  double period_ms = 10;
+  int chain = 20;
+  double high_us = 50;
+  int batch = 20;
+  int low_blocks_per_sm = 4;
+  int low_threads = 256;
+  std::string low_fill = "smem";
+  double max_seconds = 10;
+};
+
+std::string rt_error(const char* what, cudaError_t e) {
+  return std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + std::to_string((int)e) + ")";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') { out += '\\'; out += ch; }
+    else if ((unsigned char)ch < 0x20) { char buf[8]; std::snprintf(buf, sizeof buf, "\\u%04x", ch); out += buf; }
+    else out += ch;
+  }
+  return out;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  size_t k = (size_t)(q * (double)(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--low-ms L] [--priority-mode none|stream|gpuprio] [--releases N] [--warmup W]\n"
+               "          [--period-ms P] [--chain C] [--high-us U] [--batch B] [--low-blocks-per-sm K]\n"
+               "          [--low-threads T] [--low-fill smem|none] [--max-seconds S]\n",
+               argv0);
+  std::exit(2);
+}
+
+// First error wins; every thread may report.
+struct ErrorSlot {
+  std::mutex mu;
+  std::string error;
+  void set(const std::string& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.empty()) error = e;
+  }
+  std::string get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return error;
+  }
+};
+
+struct Shared {
+  ErrorSlot err;
+  std::atomic<bool> low_started{false};  // the low thread has issued its first batch
+  std::atomic<bool> stop{false};         // the high thread is done: the low thread stops
+  volatile unsigned long long* low_done_host = nullptr;  // low kernels completed (GPU-written)
+};
+
+struct HighResult {
+  std::vector<double> latency_ms;  // measured releases only
+  int warmup_done = 0;
+  bool cut_short = false;  // --max-seconds ran out
+  double window_s = 0;     // first measured release to end of the last
+  unsigned long long low_done_start = 0, low_done_end = 0;
+  int set_priority_rc = -2;  // -2: not called
+};
+
+struct LowResult {
+  unsigned long long launched = 0;
+  int set_priority_rc = -2;
+};
+
+unsigned long long read_counter(volatile unsigned long long* p) {
+  return p ? __atomic_load_n(const_cast<unsigned long long*>(p), __ATOMIC_ACQUIRE) : 0;
+}
+
+void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int sms, SetPriorityFn set_prio,
+                 Shared& sh, HighResult& res) {
+  cudaError_t e = cudaSetDevice(0);
+  if (e != cudaSuccess) { sh.err.set(rt_error("cudaSetDevice (high)", e)); sh.stop = true; return; }
+  if (set_prio) res.set_priority_rc = set_prio(1);
+  if (opt.low_ms > 0)
+    while (!sh.low_started.load(std::memory_order_acquire) && !sh.stop.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+
+  const auto begin = Clock::now();
+  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.max_seconds));
+  const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(opt.period_ms));
+  res.latency_ms.reserve(opt.releases);
+  auto next = begin;
+  Clock::time_point window_start{};
+  const int total = opt.warmup + opt.releases;
+  for (int i = 0; i < total; ++i) {
+    std::this_thread::sleep_until(next);
+    if (Clock::now() >= deadline) { res.cut_short = true; break; }
+    if (i == opt.warmup) {
+      window_start = Clock::now();
+      res.low_done_start = read_counter(sh.low_done_host);
+    }
+    const auto t0 = Clock::now();
+    for (int k = 0; k < opt.chain; ++k) gp_high_spin_kernel<<<sms, 128, 0, stream>>>(cycles);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    const auto t1 = Clock::now();
+    if (e != cudaSuccess) { sh.err.set(rt_error("high chain launch/cudaStreamSynchronize", e)); break; }
+    if (i < opt.warmup) ++res.warmup_done;
+    else res.latency_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    next += period;
+    if (next < t1) next = t1;  // late: release the next chain at once
+  }
+  if (!res.latency_ms.empty()) {
+    res.low_done_end = read_counter(sh.low_done_host);
+    res.window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+  }
+  sh.stop.store(true, std::memory_order_release);
+}
+
+void low_thread(const Options& opt, cudaStream_t stream, long long cycles, int sms, size_t smem,
+                unsigned long long* done_dev, SetPriorityFn set_prio, Shared& sh, LowResult& res) {
+  cudaError_t e = cudaSetDevice(0);
+  if (e != cudaSuccess) { sh.err.set(rt_error("cudaSetDevice (low)", e)); sh.low_started = true; return; }
+  if (set_prio) res.set_priority_rc = set_prio(-1);
+  const int blocks = opt.low_blocks_per_sm * sms;
+  while (!sh.stop.load(std::memory_order_acquire)) {
+    for (int k = 0; k < opt.batch; ++k)
+      gp_low_spin_kernel<<<blocks, opt.low_threads, smem, stream>>>(cycles, done_dev);
+    res.launched += (unsigned long long)opt.batch;
+    e = cudaGetLastError();
+    sh.low_started.store(true, std::memory_order_release);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) { sh.err.set(rt_error("low launch/cudaStreamSynchronize", e)); break; }
+  }
+  sh.low_started.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage(argv[0]);
+      return argv[++i];
+    };
+    if (a == "--low-ms") opt.low_ms = std::atof(next());
+    else if (a == "--priority-mode") opt.priority_mode = next();
+    else if (a == "--releases") opt.releases = std::atoi(next());
+    else if (a == "--warmup") opt.warmup = std::atoi(next());
+    else if (a == "--period-ms") opt.period_ms = std::atof(next());
+    else if (a == "--chain") opt.chain = std::atoi(next());
+    else if (a == "--high-us") opt.high_us = std::atof(next());
+    else if (a == "--batch") opt.batch = std::atoi(next());
+    else if (a == "--low-blocks-per-sm") opt.low_blocks_per_sm = std::atoi(next());
+    else if (a == "--low-threads") opt.low_threads = std::atoi(next());
+    else if (a == "--low-fill") opt.low_fill = next();
+    else if (a == "--max-seconds") opt.max_seconds = std::atof(next());
+    else usage(argv[0]);
+  }
+  if (opt.low_ms < 0 || opt.releases < 1 || opt.warmup < 0 || opt.period_ms <= 0 || opt.chain < 1 ||
+      opt.high_us <= 0 || opt.batch < 1 || opt.low_blocks_per_sm < 1 || opt.low_threads < 1 ||
+      opt.low_threads > 1024 || opt.max_seconds <= 0 ||
+      (opt.priority_mode != "none" && opt.priority_mode != "stream" && opt.priority_mode != "gpuprio") ||
+      (opt.low_fill != "smem" && opt.low_fill != "none"))
+    usage(argv[0]);
+  const bool alone = opt.low_ms == 0;
+
+  // gpuprio's C API, if the library is loaded.
+  SetPriorityFn set_prio = nullptr;
+  const bool have_symbol = dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority") != nullptr;
+  if (opt.priority_mode == "gpuprio" && have_symbol)
+    set_prio = reinterpret_cast<SetPriorityFn>(dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority"));
+  std::fprintf(stderr, "interference: gpuprio_set_thread_priority %s%s\n", have_symbol ? "found" : "not found",
+               opt.priority_mode == "gpuprio" ? (set_prio ? " (used)" : " (priority-mode gpuprio: threads run unprioritized)")
+                                              : " (not used)");
+
+  std::string error;
+  char device[256] = "";
+  int driver_version = 0;  // through the driver API: this program links libcuda.so.1 itself
+  if (cuDriverGetVersion(&driver_version) != CUDA_SUCCESS) driver_version = 0;
+  int sms = 0, smem_per_sm = 0, smem_reserved = 0, smem_optin = 0, least = 0, greatest = 0;
+  cudaError_t e = cudaSetDevice(0);
+  if (e == cudaSuccess) e = cudaFree(nullptr);
+  if (e != cudaSuccess) error = rt_error("cudaSetDevice/cudaFree(0)", e);
+  if (error.empty()) {
+    cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, 0);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, 0);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    if (e == cudaSuccess) e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e != cudaSuccess) error = rt_error("device queries", e);
+    else std::snprintf(device, sizeof device, "%s", prop.name);
+  }
+
+  // Low kernel: with --low-fill smem each block asks for 1/K of the SM's shared memory (less the
+  // per-block reservation), so K low blocks leave no room for any other block on the SM.
+  size_t low_smem = 0;
+  int low_resident = 0;
+  if (error.empty() && !alone) {
+    if (opt.low_fill == "smem") {
+      long s = (long)smem_per_sm / opt.low_blocks_per_sm - smem_reserved;
+      s = std::min<long>(std::max<long>(s, 0), smem_optin);
+      low_smem = (size_t)s;
+      e = cudaFuncSetAttribute(gp_low_spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)low_smem);
+      if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(gp_low_spin_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared);
+      if (e != cudaSuccess) error = rt_error("cudaFuncSetAttribute (low kernel shared memory)", e);
+    }
+    if (error.empty()) {
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&low_resident, gp_low_spin_kernel, opt.low_threads, low_smem);
+      if (e != cudaSuccess) error = rt_error("cudaOccupancyMaxActiveBlocksPerMultiprocessor", e);
+    }
+  }
+
+  // Calibration: SM cycles per microsecond, from a 1M-cycle spin kernel (high-kernel shape) timed
+  // with events on the idle GPU; median of 5 after 2 warm-ups. The low kernel uses the same clock.
+  double cycles_per_us = 0;
+  if (error.empty()) {
+    const long long cal_cycles = 1000000;
+    cudaEvent_t a = nullptr, b = nullptr;
+    e = cudaEventCreate(&a);
+    if (e == cudaSuccess) e = cudaEventCreate(&b);
+    // Bring the SM clock up from idle first (~50 ms at full clock), so that the calibration sees
+    // the clock the measured runs see.
+    gp_high_spin_kernel<<<sms, 128>>>(100000000LL);
+    e = e == cudaSuccess ? cudaGetLastError() : e;
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    std::vector<double> us;
+    for (int i = 0; i < 7 && e == cudaSuccess; ++i) {
+      e = cudaEventRecord(a, 0);
+      if (e == cudaSuccess) {
+        gp_high_spin_kernel<<<sms, 128>>>(cal_cycles);
+        e = cudaGetLastError();
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(b, 0);
+      if (e == cudaSuccess) e = cudaEventSynchronize(b);
+      float ms = 0;
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+      if (e == cudaSuccess && i >= 2) us.push_back(ms * 1000.0);
+    }
+    if (e != cudaSuccess) error = rt_error("calibration", e);
+    else cycles_per_us = (double)cal_cycles / percentile(us, 0.5);
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+  }
+  const long long high_cycles = (long long)(opt.high_us * cycles_per_us);
+  const long long low_cycles = (long long)(opt.low_ms * 1000.0 * cycles_per_us);
+
+  // Streams: non-blocking, so neither waits on the legacy stream.
+  cudaStream_t hs = nullptr, ls = nullptr;
+  if (error.empty()) {
+    const bool prio = opt.priority_mode == "stream";
+    e = cudaStreamCreateWithPriority(&hs, cudaStreamNonBlocking, prio ? greatest : 0);
+    if (e == cudaSuccess && !alone) e = cudaStreamCreateWithPriority(&ls, cudaStreamNonBlocking, prio ? least : 0);
+    if (e != cudaSuccess) error = rt_error("cudaStreamCreateWithPriority", e);
+  }
+
+  // The low kernels' completion counter, in mapped pinned host memory.
+  unsigned long long* done_host = nullptr;
+  unsigned long long* done_dev = nullptr;
+  if (error.empty() && !alone) {
+    e = cudaHostAlloc((void**)&done_host, sizeof *done_host, cudaHostAllocMapped);
+    if (e == cudaSuccess) { *done_host = 0; e = cudaHostGetDevicePointer((void**)&done_dev, done_host, 0); }
+    if (e != cudaSuccess) error = rt_error("cudaHostAlloc/cudaHostGetDevicePointer", e);
+  }
+
+  Shared sh;
+  sh.low_done_host = done_host;
+  HighResult hr;
+  LowResult lr;
+  double run_s = 0;
+  if (error.empty()) {
+    const auto t0 = Clock::now();
+    std::thread low;
+    if (!alone)
+      low = std::thread(low_thread, std::cref(opt), ls, low_cycles, sms, low_smem, done_dev, set_prio, std::ref(sh),
+                        std::ref(lr));
+    std::thread high(high_thread, std::cref(opt), hs, high_cycles, sms, set_prio, std::ref(sh), std::ref(hr));
+    high.join();
+    if (low.joinable()) low.join();
+    run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    error = sh.err.get();
+  }
+
+  const std::vector<double>& lat = hr.latency_ms;
+  double mean = 0;
+  for (double v : lat) mean += v;
+  if (!lat.empty()) mean /= (double)lat.size();
+  const double p50 = percentile(lat, 0.50), p99 = percentile(lat, 0.99);
+  const double mx = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+  const double mn = lat.empty() ? 0 : *std::min_element(lat.begin(), lat.end());
+  const unsigned long long low_in_window = hr.low_done_end - hr.low_done_start;
+  const double low_per_s = (!alone && hr.window_s > 0) ? (double)low_in_window / hr.window_s : 0;
+  const double low_gpu_fraction = low_per_s * opt.low_ms / 1000.0;  // nominal GPU time per second
+  const unsigned long long low_total = done_host ? read_counter(done_host) : 0;
+  if (error.empty() && lat.empty()) error = "no measured release completed (max-seconds too short?)";
+
+  if (hs) cudaStreamDestroy(hs);
+  if (ls) cudaStreamDestroy(ls);
+  if (done_host) cudaFreeHost(done_host);
+
+  const char* mode = std::getenv("GPUPRIO_MODE");
+  const char* preload = std::getenv("LD_PRELOAD");
+  const bool preloaded = preload && std::strstr(preload, "gpuprio");
+  const bool set_ok = set_prio != nullptr && hr.set_priority_rc == 0 && (alone || lr.set_priority_rc == 0);
+
+  std::printf(
+      "{\"bench\":\"interference\",\"ok\":%s,\"priority_mode\":\"%s\",\"low_ms\":%g,\"alone\":%s,"
+      "\"releases\":%d,\"releases_done\":%zu,\"warmup\":%d,\"cut_short\":%s,\"period_ms\":%g,\"chain\":%d,"
+      "\"high_us\":%g,\"high_grid\":%d,\"high_threads\":128,"
+      "\"high_p50_ms\":%.4f,\"high_p99_ms\":%.4f,\"high_max_ms\":%.4f,\"high_min_ms\":%.4f,\"high_mean_ms\":%.4f,"
+      "\"window_s\":%.4f,\"low_kernels_in_window\":%llu,\"low_kernels_per_s\":%.3f,\"low_gpu_fraction\":%.4f,"
+      "\"low_kernels_total\":%llu,\"low_kernels_launched\":%llu,\"low_batch\":%d,\"low_grid\":%d,\"low_threads\":%d,"
+      "\"low_blocks_per_sm\":%d,\"low_fill\":\"%s\",\"low_smem_per_block\":%zu,\"low_resident_blocks_per_sm\":%d,"
+      "\"sms\":%d,\"cycles_per_us\":%.2f,\"stream_priority_greatest\":%d,\"stream_priority_least\":%d,"
+      "\"gpuprio_symbol\":%s,\"gpuprio_priority_set\":%s,\"high_set_rc\":%d,\"low_set_rc\":%d,"
+      "\"run_s\":%.3f,\"driver_version\":%d,\"device\":\"%s\",\"preloaded\":%s,\"gpuprio_mode\":\"%s\",\"error\":\"%s\"}\n",
+      error.empty() ? "true" : "false", opt.priority_mode.c_str(), opt.low_ms, alone ? "true" : "false",
+      opt.releases, lat.size(), opt.warmup, hr.cut_short ? "true" : "false", opt.period_ms, opt.chain, opt.high_us, sms,
+      p50, p99, mx, mn, mean, hr.window_s, low_in_window, low_per_s, low_gpu_fraction, low_total, lr.launched,
+      opt.batch, alone ? 0 : opt.low_blocks_per_sm * sms, opt.low_threads, opt.low_blocks_per_sm, opt.low_fill.c_str(),
+      low_smem, low_resident, sms, cycles_per_us, greatest, least, have_symbol ? "true" : "false",
+      set_ok ? "true" : "false", hr.set_priority_rc, lr.set_priority_rc, run_s, driver_version, json_escape(device).c_str(),
+      preloaded ? "true" : "false", json_escape(mode ? mode : "").c_str(), json_escape(error).c_str());
+  std::fflush(stdout);
+  return error.empty() ? 0 : 1;
+}
