@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Counts Catch2 test cases in Bazel test logs, for tools/test.sh.
 
-  catch2_summary.py --label NAME TESTLOGS_DIR BAZEL_RC   -> "NAME: P passed, F failed (T targets)"
+  catch2_summary.py --label NAME TESTLOGS_DIR BAZEL_RC BAZEL_OUTPUT
+                                                         -> "NAME: P passed, F failed (T targets)"
   catch2_summary.py --total LINE...                      -> "P passed, F failed" (exit 1 if F > 0)
 
-A target whose log has no Catch2 summary (it crashed, timed out or never built) counts as one
-failed test case, so a broken binary can never make the total look clean.
+Only the targets `bazel test` reported in BAZEL_OUTPUT (the captured console output) are counted,
+from their own test.log, so logs left by earlier runs never count. A target whose log has no
+Catch2 summary (it crashed, timed out or never built) counts as one failed test case, so a broken
+binary can never make the total look clean.
 """
 import os
 import re
@@ -35,20 +38,26 @@ def count_log(text):
     return last
 
 
-def label_mode(label, testlogs, bazel_rc):
+TARGET_LINE = re.compile(r"^//([^\s:]*):(\S+)\s+(?:\(cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|"
+                         r"FAILED TO BUILD|FLAKY|INCOMPLETE)")
+
+
+def label_mode(label, testlogs, bazel_rc, bazel_output):
     passed = failed = targets = 0
-    if testlogs and os.path.isdir(testlogs):
-        for root, _, files in os.walk(testlogs):
-            if "test.log" not in files:
-                continue
-            targets += 1
-            with open(os.path.join(root, "test.log"), errors="replace") as f:
+    with open(bazel_output, errors="replace") as f:
+        reported = [TARGET_LINE.match(line) for line in f]
+    for m in filter(None, reported):
+        targets += 1
+        log = os.path.join(testlogs, m.group(1), m.group(2), "test.log")
+        counted = None
+        if m.group(3) in ("PASSED", "FAILED", "FLAKY") and os.path.isfile(log):
+            with open(log, errors="replace") as f:
                 counted = count_log(f.read())
-            if counted is None:
-                failed += 1
-            else:
-                passed += counted[0]
-                failed += counted[1]
+        if counted is None:
+            failed += 1
+        else:
+            passed += counted[0]
+            failed += counted[1]
     if bazel_rc not in ("0", "4") and failed == 0:
         failed = 1  # the build itself failed
     print(f"{label}: {passed} passed, {failed} failed ({targets} targets)")
@@ -71,8 +80,8 @@ def total_mode(lines):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "--total":
         return total_mode(argv[2:])
-    if len(argv) == 5 and argv[1] == "--label":
-        return label_mode(argv[2], argv[3], argv[4])
+    if len(argv) == 6 and argv[1] == "--label":
+        return label_mode(argv[2], argv[3], argv[4], argv[5])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -19,11 +19,15 @@ for config in "${configs[@]}"; do
     flags+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/tests/fake_cuda/tsan_dlopen.supp")
   fi
   echo "=== bazel test //... ${flags[*]:-} ==="
-  bazel test "${flags[@]}" --test_output=errors //... 2>&1 | grep -v '^\(Loading\|Analyzing\|INFO: From\)'
+  console="$(mktemp)"
+  bazel test "${flags[@]}" --test_output=errors //... 2>&1 | tee "$console" |
+    grep -v '^\(Loading\|Analyzing\|INFO: From\)'
   rc=${PIPESTATUS[0]}
   # Exit code 4: build fine, no test targets; anything else non-zero is a failure.
   [[ $rc -eq 0 ]] || status=1
-  summary="$(python3 tools/catch2_summary.py --label "$config" "$(bazel info bazel-testlogs "${flags[@]}" 2>/dev/null)" "$rc")"
+  summary="$(python3 tools/catch2_summary.py --label "$config" \
+    "$(bazel info bazel-testlogs "${flags[@]}" 2>/dev/null)" "$rc" "$console")"
+  rm -f "$console"
   echo "$summary"
   summaries+=("$summary")
 done

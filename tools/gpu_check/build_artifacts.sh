@@ -49,9 +49,12 @@ else
   fi
   say "bazel build -c opt //hook:libgpuprio.so"
   bazel build -c opt //hook:libgpuprio.so
-  lib="$(bazel cquery -c opt --output=files //hook:libgpuprio.so 2>/dev/null | grep 'libgpuprio\.so$' | head -1 || true)"
-  [[ -n "$lib" && -f "$lib" ]] || lib="bazel-bin/hook/libgpuprio.so"
+  # The -c opt output itself: bazel-bin may point at another configuration's (sanitizer) build.
+  lib="$(bazel info -c opt bazel-bin)/hook/libgpuprio.so"
   [[ -f "$lib" ]] || die "bazel reported success but $lib is missing"
+  if ldd "$lib" | grep -qE 'libasan|libtsan|libubsan'; then
+    die "$lib is a sanitizer build"
+  fi
   install -m 0755 "$lib" "$out/libgpuprio.so"
   say "copied $lib -> .gpu/libgpuprio.so"
 fi
