@@ -1,4 +1,4 @@
-// Kernel parameter layouts and launch limits per CUfunction (or CUkernel passed as one), read
+// Kernel parameter layouts and thread limits per CUfunction (or CUkernel passed as one), read
 // from the driver once (cuFuncGetParamInfo / cuKernelGetParamInfo until CUDA_ERROR_INVALID_VALUE
 // gives the count) and cached: a per-thread direct-mapped cache in front of a shared map, so a
 // launch of a known kernel takes no lock. Module and library unloads invalidate everything.
@@ -20,7 +20,7 @@ struct ParamLayout {
   std::vector<Param> params;
   uint32_t total_size = 0;          // end of the last parameter
   int max_threads_per_block = 0;    // 0: unknown, not validated
-  int max_dynamic_shared_bytes = -1;  // -1: unknown, not validated
+  int max_dynamic_shared_bytes = -1;  // at first launch (mutable: informational only)
 };
 
 // The layout of `function`, or null when the driver cannot describe it (the launch then runs

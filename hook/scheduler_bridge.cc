@@ -2,7 +2,10 @@
 
 #include <cudaTypedefs.h>
 
+#include <pthread.h>
+
 #include <chrono>
+#include <cstdlib>
 
 #include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
@@ -24,6 +27,22 @@ Fn Real(const char* name, int version) {
 }
 
 void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
+
+// Registered when the scheduler is created, which is after the CUDA runtime registered its own
+// exit handler (the runtime initialises before the first launch), so it runs before the runtime
+// tears the driver down: queued work is issued and the dispatchers stop while the driver lives.
+void StopDispatchersAtExit() {
+  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) s->StopDispatchers();
+}
+
+// fork(): the child has no dispatcher threads. Quiesce in the parent (issue everything, join the
+// threads), then start fresh threads on both sides.
+void StopDispatchersBeforeFork() { StopDispatchersAtExit(); }
+void StartDispatchersAfterFork() {
+  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
+    s->StartDispatchers();
+  }
+}
 
 void CreateScheduler() {
   const Config& config = GetConfig();
@@ -54,6 +73,8 @@ void CreateScheduler() {
   options.default_estimate_ns = config.budget_ns;
   // Never destroyed: work may be submitted until the last moment of the process.
   g_scheduler.store(new scheduler::Scheduler(options, d), std::memory_order_release);
+  std::atexit(StopDispatchersAtExit);
+  pthread_atfork(StopDispatchersBeforeFork, StartDispatchersAfterFork, StartDispatchersAfterFork);
 }
 
 }  // namespace

@@ -129,9 +129,11 @@ void Dispatcher::Run() {
     parked_.store(true, std::memory_order_seq_cst);
     {
       absl::MutexLock lock(&mu_);
+      // No driver call while parked: completions are polled when work arrives (before anything
+      // is issued), so a parked dispatcher costs no CPU and never races a process's teardown of
+      // the driver. The timeout only guards against a lost wake-up.
       while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
-        // Completions are polled on wake-up; the timeout lets in-flight counts age out.
-        if (wake_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20)) && !tracking_.empty()) break;
+        wake_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       }
     }
     parked_.store(false, std::memory_order_seq_cst);

@@ -63,6 +63,7 @@ int Scheduler::EffectivePriority(const StreamState* stream) const {
 
 StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
   if (stream == CU_STREAM_PER_THREAD || (stream == nullptr && per_thread_entry)) return nullptr;
+  if (stopped_.load(std::memory_order_acquire)) return nullptr;
   const bool legacy = stream == nullptr || stream == CU_STREAM_LEGACY;
   CUcontext context = nullptr;
   if (driver_.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
@@ -214,6 +215,7 @@ void Scheduler::ForgetEvent(CUevent event) {
 }
 
 void Scheduler::StopDispatchers() {
+  stopped_.store(true, std::memory_order_release);
   absl::MutexLock lock(&mu_);
   for (auto& [device, d] : dispatchers_) d->Stop();
 }
@@ -221,6 +223,7 @@ void Scheduler::StopDispatchers() {
 void Scheduler::StartDispatchers() {
   absl::MutexLock lock(&mu_);
   for (auto& [device, d] : dispatchers_) d->Start();
+  stopped_.store(false, std::memory_order_release);
 }
 
 }  // namespace gpuprio::scheduler

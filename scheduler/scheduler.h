@@ -87,7 +87,8 @@ class Scheduler {
 
   PriorityLevels& levels() { return levels_; }
 
-  // fork(): quiesce (issue everything, stop dispatchers) and restart after.
+  // fork() and exit: quiesce (issue everything, stop the dispatchers) and, after a fork, restart.
+  // While stopped, Resolve returns null, so stream work runs inline on its caller.
   void StopDispatchers();
   void StartDispatchers();
 
@@ -114,6 +115,7 @@ class Scheduler {
   const DriverFunctions driver_;
   PriorityLevels levels_;
   std::atomic<int> active_captures_{0};
+  std::atomic<bool> stopped_{false};
   // Bumped whenever a stream is forgotten, so thread-local caches drop stale handles.
   std::atomic<uint64_t> stream_epoch_{1};
 

@@ -54,6 +54,13 @@ TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[
   }
 }
 
+TEST_CASE("A forked child of a scheduling process gets dispatchers of its own", "[scheduler]") {
+  // The probe launches through the scheduler, forks, and its child launches and synchronises.
+  const auto r = Run({Path("tests/hook/lookup_probe")}, ClientEnv("schedule"));
+  CHECK(r.stdout_text.find("launch.dlsym=ok") != std::string::npos);
+  CHECK(r.stdout_text.find("fork.child_exit=0") != std::string::npos);
+}
+
 TEST_CASE("16 threads on 8 streams lose and reorder nothing, and event waits hold",
           "[scheduler]") {
   const auto r = Run({Path("tests/scheduler/sched_client"), "stress"}, ClientEnv("schedule"));
