@@ -148,18 +148,23 @@ struct SyncThenInterceptor {
   }
 };
 
-struct AfterCaptureBegin {
-  template <typename... Args>
-  static void Run(scheduler::Scheduler* s, CUresult r, Args...) {
-    if (r == CUDA_SUCCESS) s->CaptureBegan();
+// Beginning a capture: quiesce the scheduler first (EnterCapture), so nothing of gpuprio's
+// reaches a stream while the driver captures.
+template <ApiId kId>
+struct CaptureBeginInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath path, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s != nullptr) s->EnterCapture();
+    const CUresult r = GenericSync<kId>::Call(path, real, args...);
+    if (s != nullptr && r != CUDA_SUCCESS) s->LeaveCapture();
+    return r;
   }
 };
 struct AfterCaptureEnd {
   template <typename... Args>
   static void Run(scheduler::Scheduler* s, CUresult r, Args...) {
-    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && s->CaptureActive()) {
-      s->CaptureEnded();
-    }
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) s->LeaveCapture();
   }
 };
 struct AfterStreamDestroy {
@@ -235,8 +240,6 @@ GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync,
   template <>                                                                         \
   struct Interceptor<ApiId::k_##symbol, ApiClass::kSync>                              \
       : SyncThenInterceptor<ApiId::k_##symbol, after> {};
-GPUPRIO_SYNC_THEN(cuStreamBeginCapture_v2, AfterCaptureBegin)
-GPUPRIO_SYNC_THEN(cuStreamBeginCapture_v2_ptsz, AfterCaptureBegin)
 GPUPRIO_SYNC_THEN(cuStreamEndCapture, AfterCaptureEnd)
 GPUPRIO_SYNC_THEN(cuStreamEndCapture_ptsz, AfterCaptureEnd)
 GPUPRIO_SYNC_THEN(cuStreamDestroy_v2, AfterStreamDestroy)
@@ -244,6 +247,11 @@ GPUPRIO_SYNC_THEN(cuEventDestroy_v2, AfterEventDestroy)
 GPUPRIO_SYNC_THEN(cuModuleUnload, AfterUnload)
 GPUPRIO_SYNC_THEN(cuLibraryUnload, AfterUnload)
 #undef GPUPRIO_SYNC_THEN
+
+GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2, kSync,
+                     CaptureBeginInterceptor<ApiId::k_cuStreamBeginCapture_v2>)
+GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2_ptsz, kSync,
+                     CaptureBeginInterceptor<ApiId::k_cuStreamBeginCapture_v2_ptsz>)
 #undef GPUPRIO_INTERCEPT_AS
 
 }  // namespace gpuprio::hook

@@ -112,9 +112,10 @@ void Dispatcher::Run() {
       continue;
     }
     if (!active_.empty()) {
-      // Held back by the policy: completions must be observable, then wait for them.
+      // Held back by the policy: completions must be observable; poll for them without sleeping
+      // (a sleep's wake-up latency would be added to every budget refill).
       MarkAllUncovered();
-      absl::SleepFor(absl::Microseconds(20));
+      for (int i = 0; i < 64; ++i) CpuRelax();
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
@@ -144,7 +145,10 @@ void Dispatcher::Run() {
     for (const CompletionMark& m : q.marks) driver_.event_destroy(m.event);
     for (CUevent e : q.free_events) driver_.event_destroy(e);
     if (q.last_completed != nullptr) driver_.event_destroy(q.last_completed);
-    for (const InFlight& f : q.in_flight) AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+    for (const InFlight& f : q.in_flight) {
+      AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+      if (f.start != nullptr) driver_.event_destroy(f.start);
+    }
     q.marks.clear();
     q.free_events.clear();
     q.in_flight.clear();
@@ -306,6 +310,18 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   AtomicMax(level.queue_delay_ns_max, delay);
   level.ops_issued.fetch_add(1, std::memory_order_relaxed);
 
+  // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
+  // (host time from issue to observed completion would include the dispatcher's idle time).
+  const uint64_t estimate_before = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+  CUevent start = nullptr;
+  if (op->cost_key != nullptr && !estimates_.Knows(op->cost_key)) {
+    AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
+    start = TakeEvent(q);
+    if (start != nullptr && driver_.event_record(start, s->stream) != CUDA_SUCCESS) {
+      q->free_events.push_back(start);
+      start = nullptr;
+    }
+  }
   const CUresult result = op->issue(*op);
   if (result != CUDA_SUCCESS) {
     int expected = CUDA_SUCCESS;
@@ -315,25 +331,26 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
                         "synchronize or query returns it",
                         op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
                         static_cast<int>(result)));
+    if (start != nullptr) q->free_events.push_back(start);
   } else {
-    const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-    q->in_flight.push_back({op->priority, estimate, op->cost_key, now, !q->in_flight.empty()});
+    const uint64_t estimate = estimate_before;
+    q->in_flight.push_back(
+        {op->priority, estimate, op->cost_key, now, !q->in_flight.empty(), start});
     AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
     if (!q->tracked) {
       q->tracked = true;
       tracking_.push_back(q);
     }
-    // Budgeted work of unknown cost is marked op by op (its completion trains the estimate);
-    // otherwise a mark every few ops keeps the event cost off the launch rate while completions
-    // still free budget promptly.
+    // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
+    // is marked every few ops, long ops each, so completions free budget promptly; otherwise a
+    // mark every 32 ops keeps the event cost off the launch rate.
     ++q->ops_since_mark;
     const bool budgeted = op->priority < Ceiling(now);
-    if ((budgeted && (!estimates_.Knows(op->cost_key) ||
-                      q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
-                      estimate >= options_.budget_ns / 8)) ||
-        q->ops_since_mark >= options_.ops_per_completion_event) {
-      AddCompletionMark(q);
-    }
+    const bool mark =
+        start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
+        (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
+                      estimate >= options_.budget_ns / 8));
+    if (mark) AddCompletionMark(q);
   }
   if (op->issued_counter != nullptr) {
     op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
@@ -383,13 +400,13 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
   for (size_t i = 0; i < count && !q->in_flight.empty(); ++i) {
     const InFlight& f = q->in_flight.front();
     AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+    if (f.start != nullptr) q->free_events.push_back(f.start);
     q->in_flight.pop_front();
   }
   for (CompletionMark& m : q->marks) m.covers = m.covers > count ? m.covers - count : 0;
 }
 
 void Dispatcher::PollCompletions() {
-  const int64_t now = NowNs();
   for (size_t i = 0; i < tracking_.size();) {
     StreamQueue* q = tracking_[i];
     while (!q->marks.empty()) {
@@ -397,15 +414,17 @@ void Dispatcher::PollCompletions() {
       if (driver_.event_query(m.event) == CUDA_ERROR_NOT_READY) break;
       if (m.single_op && m.covers >= 1) {
         const InFlight& f = q->in_flight[m.covers - 1];
-        uint64_t measured = now > f.issue_ns ? static_cast<uint64_t>(now - f.issue_ns) : 0;
+        // GPU time between the op's start event (or, back to back, the previous mark) and its
+        // mark; without either there is no exact measurement and nothing is learned.
+        CUevent from = f.start != nullptr ? f.start
+                                          : (f.back_to_back ? q->last_completed : nullptr);
         float ms = 0;
-        if (f.back_to_back && q->last_completed != nullptr &&
-            driver_.event_elapsed_time(&ms, q->last_completed, m.event) == CUDA_SUCCESS &&
+        if (from != nullptr && driver_.event_elapsed_time(&ms, from, m.event) == CUDA_SUCCESS &&
             ms >= 0) {
-          measured = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+          estimates_.Observe(f.cost_key, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
         }
-        estimates_.Observe(f.cost_key, measured);
       }
+
       q->marks.pop_front();
       Retire(q, m.covers);
       if (q->last_completed != nullptr) q->free_events.push_back(q->last_completed);

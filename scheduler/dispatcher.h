@@ -59,6 +59,7 @@ class Dispatcher {
     const void* cost_key;
     int64_t issue_ns;
     bool back_to_back;  // the stream had unfinished work when this op was issued
+    CUevent start;      // recorded just before the op when its cost is being learned, or null
   };
   struct CompletionMark {
     CUevent event;

@@ -214,6 +214,18 @@ void Scheduler::ForgetEvent(CUevent event) {
   if (it != shard.events.end()) it->second->last_record.store(nullptr, std::memory_order_release);
 }
 
+void Scheduler::EnterCapture() {
+  if (active_captures_.fetch_add(1, std::memory_order_acq_rel) == 0) StopDispatchers();
+}
+
+void Scheduler::LeaveCapture() {
+  int active = active_captures_.load(std::memory_order_acquire);
+  while (active > 0 && !active_captures_.compare_exchange_weak(active, active - 1,
+                                                               std::memory_order_acq_rel)) {
+  }
+  if (active == 1) StartDispatchers();
+}
+
 void Scheduler::StopDispatchers() {
   stopped_.store(true, std::memory_order_release);
   absl::MutexLock lock(&mu_);

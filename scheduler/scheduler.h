@@ -75,9 +75,12 @@ class Scheduler {
   void ForgetEvent(CUevent event);
 
   // While any stream capture is active every stream op runs inline (capture semantics span
-  // threads and streams; graphs copy their own arguments).
-  void CaptureBegan() { active_captures_.fetch_add(1, std::memory_order_acq_rel); }
-  void CaptureEnded() { active_captures_.fetch_sub(1, std::memory_order_acq_rel); }
+  // threads and streams; graphs copy their own arguments), and the dispatchers are stopped: work
+  // the dispatcher itself puts on a stream (completion events) would be captured into the graph
+  // or invalidate the capture. EnterCapture is called before the driver begins a capture (it
+  // issues everything queued first), LeaveCapture after a capture ends or fails to begin.
+  void EnterCapture();
+  void LeaveCapture();
   bool CaptureActive() const { return active_captures_.load(std::memory_order_acquire) > 0; }
 
   // Ops run inline are counted here for statistics.
