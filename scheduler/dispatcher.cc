@@ -101,6 +101,7 @@ void Dispatcher::NotifyWaiters() {
 
 void Dispatcher::Run() {
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
+  current_context_ = nullptr;  // a new thread has no current context (Stop/Start: fork, capture)
   int64_t idle_since = -1;
   for (;;) {
     const bool drained = DrainInbox();
@@ -140,22 +141,8 @@ void Dispatcher::Run() {
     parked_.store(false, std::memory_order_seq_cst);
     idle_since = -1;
   }
-  // Leave nothing behind: issued work keeps no pooled events alive.
-  for (auto& [state, q] : queues_) {
-    for (const CompletionMark& m : q.marks) driver_.event_destroy(m.event);
-    for (CUevent e : q.free_events) driver_.event_destroy(e);
-    if (q.last_completed != nullptr) driver_.event_destroy(q.last_completed);
-    for (const InFlight& f : q.in_flight) {
-      AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
-      if (f.start != nullptr) driver_.event_destroy(f.start);
-    }
-    q.marks.clear();
-    q.free_events.clear();
-    q.in_flight.clear();
-    q.last_completed = nullptr;
-    q.tracked = false;
-  }
-  tracking_.clear();
+  // Queues, in-flight marks and pooled events are kept for the next Start (after a fork or a
+  // capture). No driver call here: at exit the application may already have torn the context down.
 }
 
 bool Dispatcher::DrainInbox() {
