@@ -167,10 +167,21 @@ struct AfterCaptureEnd {
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) s->LeaveCapture();
   }
 };
-struct AfterStreamDestroy {
-  template <typename... Args>
-  static void Run(scheduler::Scheduler* s, CUresult r, Args... args) {
-    if (r == CUDA_SUCCESS) s->ForgetStream(FirstArg<CUstream>(args...));
+// Destroying a stream: its queued ops are issued first, then the scheduler lets go of it, then
+// the driver destroys it (the dispatcher must never record on a destroyed stream).
+template <ApiId kId>
+struct StreamDestroyInterceptor {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath path, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) {
+      DriverCallScope in_driver;
+      return real(args...);
+    }
+    (void)WaitBeforeSync<kId>(s, args...);  // a deferred error of the stream goes with it
+    s->ForgetStream(FirstArg<CUstream>(args...));
+    DriverCallScope in_driver;
+    return real(args...);
   }
 };
 struct AfterEventDestroy {
@@ -242,12 +253,13 @@ GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync,
       : SyncThenInterceptor<ApiId::k_##symbol, after> {};
 GPUPRIO_SYNC_THEN(cuStreamEndCapture, AfterCaptureEnd)
 GPUPRIO_SYNC_THEN(cuStreamEndCapture_ptsz, AfterCaptureEnd)
-GPUPRIO_SYNC_THEN(cuStreamDestroy_v2, AfterStreamDestroy)
 GPUPRIO_SYNC_THEN(cuEventDestroy_v2, AfterEventDestroy)
 GPUPRIO_SYNC_THEN(cuModuleUnload, AfterUnload)
 GPUPRIO_SYNC_THEN(cuLibraryUnload, AfterUnload)
 #undef GPUPRIO_SYNC_THEN
 
+GPUPRIO_INTERCEPT_AS(cuStreamDestroy_v2, kSync,
+                     StreamDestroyInterceptor<ApiId::k_cuStreamDestroy_v2>)
 GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2, kSync,
                      CaptureBeginInterceptor<ApiId::k_cuStreamBeginCapture_v2>)
 GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2_ptsz, kSync,

@@ -358,10 +358,22 @@ CUevent Dispatcher::TakeEvent(StreamQueue* q) {
   return e;
 }
 
+void Dispatcher::ReleaseStream(StreamState* stream) {
+  absl::MutexLock lock(&record_mu_);
+  stream->destroyed.store(true, std::memory_order_release);
+}
+
 void Dispatcher::AddCompletionMark(StreamQueue* q) {
   const size_t covered = q->marks.empty() ? 0 : q->marks.back().covers;
   if (q->in_flight.size() <= covered) return;
   q->ops_since_mark = 0;
+  absl::MutexLock lock(&record_mu_);
+  if (q->state->destroyed.load(std::memory_order_acquire)) {
+    // The application destroyed the stream after its ops were issued: nothing more may be
+    // recorded on it, and its unmarked work is counted as complete.
+    Retire(q, q->in_flight.size());
+    return;
+  }
   CUevent event = TakeEvent(q);
   if (event == nullptr || driver_.event_record(event, q->state->stream) != CUDA_SUCCESS) {
     // Completion cannot be observed: count the work as done rather than hold others forever.

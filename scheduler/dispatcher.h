@@ -48,6 +48,10 @@ class Dispatcher {
   // Client: blocks until `stream` has issued at least `count` ops.
   void WaitIssued(StreamState* stream, uint64_t count);
 
+  // Client, before the real cuStreamDestroy (after every op of the stream was issued): from now
+  // on the dispatcher records nothing on the stream (its in-flight work counts as complete).
+  void ReleaseStream(StreamState* stream);
+
   // fork(): Stop() issues everything queued and joins the thread; Start() runs a new one.
   void Start();
   void Stop();
@@ -105,6 +109,9 @@ class Dispatcher {
   std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
   absl::Mutex mu_;  // guards nothing but the condition variables' waits
+  // Held while the dispatcher records a completion event on a stream, and by ReleaseStream while
+  // it marks the stream destroyed, so no event is ever recorded on a destroyed stream.
+  absl::Mutex record_mu_;
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;

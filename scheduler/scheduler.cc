@@ -188,7 +188,7 @@ void Scheduler::ForgetStream(CUstream stream) {
   absl::MutexLock lock(&mu_);
   for (auto it = streams_.begin(); it != streams_.end();) {
     if (it->first.stream == stream && stream != nullptr) {
-      it->second->destroyed.store(true, std::memory_order_release);
+      it->second->dispatcher->ReleaseStream(it->second);
       streams_.erase(it++);
     } else {
       ++it;

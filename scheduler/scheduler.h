@@ -61,7 +61,8 @@ class Scheduler {
   CUresult TakeDeferredError(StreamState* stream);
   CUresult TakeDeferredError(CUcontext context);
 
-  // cuStreamDestroy: forget the stream (its state is kept, but never matched again).
+  // cuStreamDestroy, before the driver destroys the stream: the dispatcher stops using it, and
+  // the stream is never matched again (its state is kept).
   void ForgetStream(CUstream stream);
 
   // Event records on scheduled streams, for waits and event syncs, and the waits on each event
