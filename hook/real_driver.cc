@@ -44,6 +44,13 @@ PFN_cuGetProcAddress_v12000 g_get_proc_address = nullptr;
 EntryByPointer g_by_pointer[kApiCount];
 int g_by_pointer_count = 0;
 
+bool IsInGpuprio(const void* address) {
+  Dl_info mine;
+  Dl_info theirs;
+  return dladdr(reinterpret_cast<const void*>(&IsInGpuprio), &mine) != 0 &&
+         dladdr(address, &theirs) != 0 && mine.dli_fbase == theirs.dli_fbase;
+}
+
 void ResolveOnce() {
   HookScope hook;
   void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
@@ -73,8 +80,13 @@ void ResolveOnce() {
         entry = nullptr;
       }
     }
+    // A driver whose own cuGetProcAddress returns its exported symbols through the global scope
+    // (built without -Bsymbolic) hands back gpuprio's interposed exports: never take those as
+    // the real entry points, or a wrapper would call itself.
+    if (entry != nullptr && IsInGpuprio(entry)) entry = nullptr;
     // The exported name is the exact ABI, so it is a sound second source (drivers without
-    // cuGetProcAddress_v2, or an ABI it does not hand out).
+    // cuGetProcAddress_v2, or an ABI it does not hand out); a lookup on libcuda's own handle
+    // never returns gpuprio's symbols.
     if (entry == nullptr) entry = dl(handle, info.symbol);
     internal_real_driver::g_real_entries[i].store(entry, std::memory_order_release);
     if (entry != nullptr) g_by_pointer[g_by_pointer_count++] = {entry, static_cast<ApiId>(i)};
@@ -119,7 +131,7 @@ void* RealDriverFunction(const char* name, int cuda_version) {
       status != CU_GET_PROC_ADDRESS_SUCCESS) {
     return nullptr;
   }
-  return entry;
+  return IsInGpuprio(entry) ? nullptr : entry;
 }
 
 std::optional<ApiId> FindApiByRealEntry(const void* p) {
