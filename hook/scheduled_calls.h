@@ -32,6 +32,24 @@ inline constexpr bool IsPerThreadEntry(ApiId id) {
   return Info(id).variant == ApiVariant::kPerThread;
 }
 
+// The call, straight to the driver (no scheduler, or work that is not deferred).
+template <typename Real, typename... Args>
+CUresult CallDriver(Real real, Args... args) {
+  DriverCallScope in_driver;
+  return real(args...);
+}
+
+// The scheduled stream a call's CUstream argument names (null: not deferrable, see Resolve).
+template <ApiId kId, typename... Args>
+scheduler::StreamState* StreamOfCall(scheduler::Scheduler* s, Args... args) {
+  return s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+}
+
+// True when stream work must run on its caller now instead of being queued.
+inline bool MustRunInline(const scheduler::Scheduler* s, const scheduler::StreamState* stream) {
+  return stream == nullptr || s->CaptureActive();
+}
+
 // Issues an op whose arguments are a std::tuple stored in op.args.
 template <ApiId kId, typename Real, typename Tuple>
 CUresult IssueTupleOp(scheduler::Op& op) {
@@ -58,8 +76,7 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
     s->WaitLegacy(nullptr);
   }
   s->CountInline(priority);
-  DriverCallScope in_driver;
-  return real(args...);
+  return CallDriver(real, args...);
 }
 
 // Queues a call whose arguments are all self-contained values. `depends_on`: a stream whose ops
@@ -92,14 +109,11 @@ struct OrderedByValue {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
-    }
+    if (s == nullptr) return CallDriver(real, args...);
     static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
     scheduler::StreamState* stream =
-        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
-    if (stream == nullptr || s->CaptureActive()) {
+        StreamOfCall<kId>(s, args...);
+    if (MustRunInline(s, stream)) {
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
     return SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
@@ -111,13 +125,10 @@ struct InlineCall {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
-    }
+    if (s == nullptr) return CallDriver(real, args...);
     scheduler::StreamState* stream = nullptr;
     if constexpr (kHasArg<CUstream, Args...>) {
-      stream = s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+      stream = StreamOfCall<kId>(s, args...);
     }
     return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
   }
@@ -129,7 +140,7 @@ template <ApiId kId, typename... Args>
 CUresult WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
   if constexpr (kHasArg<CUstream, Args...>) {
     scheduler::StreamState* stream =
-        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
+        StreamOfCall<kId>(s, args...);
     if (stream == nullptr) {
       s->WaitLegacy(nullptr);
       return CUDA_SUCCESS;
@@ -160,8 +171,7 @@ struct GenericSync {
       const CUresult deferred = WaitBeforeSync<kId>(s, args...);
       if (deferred != CUDA_SUCCESS) return deferred;
     }
-    DriverCallScope in_driver;
-    return real(args...);
+    return CallDriver(real, args...);
   }
 };
 

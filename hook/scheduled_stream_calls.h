@@ -24,17 +24,14 @@ struct EventRecordInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
-    }
+    if (s == nullptr) return CallDriver(real, args...);
     scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
     // A queued wait on the event's previous record must be issued before the event is recorded
     // again (rare: pooled events are re-recorded after their waits ran).
     if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
     scheduler::StreamState* stream =
-        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
-    if (stream == nullptr || s->CaptureActive()) {
+        StreamOfCall<kId>(s, args...);
+    if (MustRunInline(s, stream)) {
       // Recorded now: a later wait need not wait for a queue.
       event->last_record.store(nullptr, std::memory_order_release);
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
@@ -50,15 +47,12 @@ struct StreamWaitEventInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
-    }
+    if (s == nullptr) return CallDriver(real, args...);
     scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
     scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire);
     scheduler::StreamState* stream =
-        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
-    if (stream == nullptr || s->CaptureActive()) {
+        StreamOfCall<kId>(s, args...);
+    if (MustRunInline(s, stream)) {
       if (recorder != nullptr) s->WaitStream(recorder);
       return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
@@ -74,9 +68,11 @@ struct HostCopyInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath path, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
+    if (s == nullptr) return CallDriver(real, args...);
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
+    // The pointer checks are driver calls: only made when the copy could be deferred at all.
+    if (MustRunInline(s, stream)) {
+      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     }
     bool pageable = false;
     size_t bytes = 0;
@@ -94,11 +90,7 @@ struct HostCopyInterceptor {
       const auto src = reinterpret_cast<const void*>(std::get<1>(std::make_tuple(args...)));
       pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
     }
-    scheduler::StreamState* stream =
-        s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId));
-    if (stream == nullptr || pageable || s->CaptureActive()) {
-      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
-    }
+    if (pageable) return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
     return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), nullptr, args...);
   }
 };
@@ -109,15 +101,14 @@ struct StreamQueryInterceptor {
   static CUresult Call(CallPath, Real real, Args... args) {
     if (scheduler::Scheduler* s = ActiveScheduler()) {
       if (scheduler::StreamState* stream =
-              s->Resolve(FirstArg<CUstream>(args...), IsPerThreadEntry(kId))) {
+              StreamOfCall<kId>(s, args...)) {
         // Queued work is work not yet complete; querying must not block.
         if (stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
         const CUresult deferred = s->TakeDeferredError(stream);
         if (deferred != CUDA_SUCCESS) return deferred;
       }
     }
-    DriverCallScope in_driver;
-    return real(args...);
+    return CallDriver(real, args...);
   }
 };
 
@@ -132,8 +123,7 @@ struct ContextSynchronizeInterceptor {
       const CUresult deferred = s->TakeDeferredError(context);
       if (deferred != CUDA_SUCCESS) return deferred;
     }
-    DriverCallScope in_driver;
-    return real(args...);
+    return CallDriver(real, args...);
   }
 };
 
@@ -174,14 +164,10 @@ struct StreamDestroyInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath path, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) {
-      DriverCallScope in_driver;
-      return real(args...);
-    }
+    if (s == nullptr) return CallDriver(real, args...);
     (void)WaitBeforeSync<kId>(s, args...);  // a deferred error of the stream goes with it
     s->ForgetStream(FirstArg<CUstream>(args...));
-    DriverCallScope in_driver;
-    return real(args...);
+    return CallDriver(real, args...);
   }
 };
 struct AfterEventDestroy {

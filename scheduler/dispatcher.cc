@@ -320,7 +320,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
                         static_cast<int>(result)));
     if (start != nullptr) q->free_events.push_back(start);
   } else {
-    const uint64_t estimate = estimate_before;
+    const uint64_t estimate = estimate_before;  // before this op could have taught it anything
     q->in_flight.push_back(
         {op->priority, estimate, op->cost_key, now, !q->in_flight.empty(), start});
     AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
