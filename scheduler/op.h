@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "scheduler/op_observer.h"
+
 namespace gpuprio::scheduler {
 
 class OpPool;
@@ -32,6 +34,7 @@ struct Op {
   // Decremented once the op is issued (an event's count of queued waits).
   std::atomic<int>* issued_counter = nullptr;
   int64_t submit_ns = 0;
+  OpTraceContext trace;  // filled by an OpObserver, if one is installed
 
   // Set by the scheduler.
   uint64_t seq = 0;        // process-wide submission order
