@@ -85,6 +85,16 @@ absl::StatusOr<Config> ParseConfig(
     }
     config.budget_ns = static_cast<uint64_t>(us) * 1000;
   }
+  if (const char* raw = getenv("GPUPRIO_DIRECT_ISSUE"); raw != nullptr && *raw != '\0') {
+    const std::string value(absl::StripAsciiWhitespace(raw));
+    if (value == "1") {
+      config.direct_issue = true;
+    } else if (value == "0") {
+      config.direct_issue = false;
+    } else {
+      return BadValue("GPUPRIO_DIRECT_ISSUE", raw, "1, 0");
+    }
+  }
   return config;
 }
 

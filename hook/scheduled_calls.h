@@ -60,9 +60,39 @@ CUresult IssueTupleOp(scheduler::Op& op) {
   return std::apply(real, *args);
 }
 
+// Makes a stream call's real driver call on the calling thread; an installed tracer hears of it.
+template <ApiId kId, typename Call>
+CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* stream, int priority,
+                      Call call) {
+  scheduler::OpObserver* observer = s->observer();
+  if (observer == nullptr) {
+    DriverCallScope in_driver;
+    return call();
+  }
+  const int64_t begin_ns = MonotonicNowNs();
+  CUresult result;
+  {
+    DriverCallScope in_driver;
+    result = call();
+  }
+  observer->OnInline(Info(kId).symbol, priority, stream != nullptr ? stream->stream : nullptr,
+                     begin_ns, MonotonicNowNs());
+  return result;
+}
+
+// The fast path: the dispatcher would issue this op at once, so its own thread issues it
+// (Scheduler::MayIssueDirect) and the dispatcher is told, for its in-flight accounting.
+template <ApiId kId, typename Real, typename... Args>
+CUresult IssueDirect(scheduler::Scheduler* s, scheduler::StreamState* stream, int priority,
+                     Real real, Args... args) {
+  const CUresult result = CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
+  s->NoteDirect(stream, priority);
+  return result;
+}
+
 // Runs a stream call now on the calling thread, after the work it must follow: its own stream's
 // queue, and for work outside the queues (per-thread stream) the legacy stream's.
-template <typename Real, typename... Args>
+template <ApiId kId, typename Real, typename... Args>
 CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int priority,
                    Real real, Args... args) {
   if (stream != nullptr) {
@@ -76,7 +106,7 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
     s->WaitLegacy(nullptr);
   }
   s->CountInline(priority);
-  return CallDriver(real, args...);
+  return CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
 }
 
 // Queues a call whose arguments are all self-contained values. `depends_on`: a stream whose ops
@@ -113,8 +143,10 @@ struct OrderedByValue {
     static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
     scheduler::StreamState* stream =
         StreamOfCall<kId>(s, args...);
-    if (MustRunInline(s, stream)) {
-      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    const int priority = s->EffectivePriority(stream);
+    if (MustRunInline(s, stream)) return RunInline<kId>(s, stream, priority, real, args...);
+    if (s->MayIssueDirect(stream, priority)) {
+      return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     return SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
   }
@@ -130,7 +162,7 @@ struct InlineCall {
     if constexpr (kHasArg<CUstream, Args...>) {
       stream = StreamOfCall<kId>(s, args...);
     }
-    return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
   }
 };
 

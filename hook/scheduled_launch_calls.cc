@@ -176,10 +176,11 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   scheduler::StreamState* st = s->Resolve(stream, IsPerThreadEntry(kId));
   const int priority = s->EffectivePriority(st);
+  if (MustRunInline(s, st)) return RunInline<kId>(s, st, priority, inline_call);
+  // The driver validates a launch issued now itself, and nothing needs copying.
+  if (s->MayIssueDirect(st, priority)) return IssueDirect<kId>(s, st, priority, inline_call);
   const ParamLayout* layout = FindParamLayout(f);
-  if (st == nullptr || s->CaptureActive() || layout == nullptr) {
-    return RunInline(s, st, priority, [&] { return inline_call(); });
-  }
+  if (layout == nullptr) return RunInline<kId>(s, st, priority, inline_call);
   if (const CUresult invalid = Validate(*layout, block, shared, grid); invalid != CUDA_SUCCESS) {
     return invalid;
   }
@@ -187,7 +188,7 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
   LaunchRecord* rec = new (op->args) LaunchRecord{};
   if (!CopyParams(*op, *rec, layout, params, extra)) {
     op->home->Give(op);
-    return RunInline(s, st, priority, [&] { return inline_call(); });
+    return RunInline<kId>(s, st, priority, inline_call);
   }
   rec->function = f;
   std::memcpy(rec->grid, grid, sizeof(rec->grid));

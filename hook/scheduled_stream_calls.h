@@ -34,7 +34,12 @@ struct EventRecordInterceptor {
     if (MustRunInline(s, stream)) {
       // Recorded now: a later wait need not wait for a queue.
       event->last_record.store(nullptr, std::memory_order_release);
-      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+      return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    const int priority = s->EffectivePriority(stream);
+    if (s->MayIssueDirect(stream, priority)) {
+      event->last_record.store(nullptr, std::memory_order_release);  // nothing to wait for
+      return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
     event->last_record.store(stream, std::memory_order_release);
@@ -54,7 +59,11 @@ struct StreamWaitEventInterceptor {
         StreamOfCall<kId>(s, args...);
     if (MustRunInline(s, stream)) {
       if (recorder != nullptr) s->WaitStream(recorder);
-      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+      return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
+    }
+    const int priority = s->EffectivePriority(stream);
+    if ((recorder == nullptr || !recorder->HasUnissued()) && s->MayIssueDirect(stream, priority)) {
+      return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
     return SubmitByValue<kId, Real>(s, stream, recorder, 0, &event->queued_waits, args...);
@@ -71,8 +80,11 @@ struct HostCopyInterceptor {
     if (s == nullptr) return CallDriver(real, args...);
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     // The pointer checks are driver calls: only made when the copy could be deferred at all.
-    if (MustRunInline(s, stream)) {
-      return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    const int priority = s->EffectivePriority(stream);
+    if (MustRunInline(s, stream)) return RunInline<kId>(s, stream, priority, real, args...);
+    // Issued now, a copy behaves exactly as CUDA's own (pageable memory included).
+    if (s->MayIssueDirect(stream, priority)) {
+      return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     bool pageable = false;
     size_t bytes = 0;
@@ -90,7 +102,7 @@ struct HostCopyInterceptor {
       const auto src = reinterpret_cast<const void*>(std::get<1>(std::make_tuple(args...)));
       pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
     }
-    if (pageable) return RunInline(s, stream, s->EffectivePriority(stream), real, args...);
+    if (pageable) return RunInline<kId>(s, stream, priority, real, args...);
     return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), nullptr, args...);
   }
 };

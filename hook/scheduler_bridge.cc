@@ -69,6 +69,7 @@ void CreateScheduler() {
   scheduler::SchedulerOptions options;
   options.default_priority = config.default_priority;
   options.budget_ns = config.budget_ns;
+  options.direct_issue = config.direct_issue;
   // A kernel never measured counts as a whole budget: one at a time until it has a history.
   options.default_estimate_ns = config.budget_ns;
   // Never destroyed: work may be submitted until the last moment of the process.

@@ -37,11 +37,13 @@ constexpr int kNoPriority = std::numeric_limits<int>::min();
 }  // namespace
 
 Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
-                       const SchedulerOptions& options, PriorityLevels* levels)
+                       const SchedulerOptions& options, PriorityLevels* levels,
+                       OpObserver* observer)
     : device_(device),
       driver_(driver),
       options_(options),
       levels_(levels),
+      observer_(observer),
       estimates_(options.default_estimate_ns) {
   Start();
 }
@@ -64,16 +66,58 @@ void Dispatcher::Stop() {
 
 void Dispatcher::Submit(Op* op) {
   StreamState* s = op->stream;
+  queued_.fetch_add(1, std::memory_order_seq_cst);
   s->submitted.fetch_add(1, std::memory_order_seq_cst);
-  PriorityLevelStats& level = levels_->At(op->priority);
-  level.ops_submitted.fetch_add(1, std::memory_order_relaxed);
-  level.last_submit_ns.store(op->submit_ns, std::memory_order_relaxed);
-  if (!level.seen.load(std::memory_order_relaxed)) level.seen.store(true, std::memory_order_relaxed);
+  levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
+  levels_->NoteSubmit(op->priority, op->submit_ns);
   inbox_.Push(op);
   if (parked_.load(std::memory_order_seq_cst)) {
     absl::MutexLock lock(&mu_);
     wake_cv_.Signal();
   }
+}
+
+void Dispatcher::NoteDirect(StreamState* stream, int priority) {
+  int recorded = stream->direct_priority.load(std::memory_order_relaxed);
+  while (priority > recorded &&
+         !stream->direct_priority.compare_exchange_weak(recorded, priority,
+                                                        std::memory_order_relaxed)) {
+  }
+  // The flag is cleared by the dispatcher before it records its mark, so work issued after the
+  // mark sets it again and is listed again; work issued before is covered by the mark.
+  if (stream->direct_unmarked.load(std::memory_order_acquire)) return;
+  if (stream->direct_unmarked.exchange(true, std::memory_order_acq_rel)) return;
+  StreamState* head = direct_head_.load(std::memory_order_relaxed);
+  do {
+    stream->direct_next = head;
+  } while (!direct_head_.compare_exchange_weak(head, stream, std::memory_order_release,
+                                               std::memory_order_relaxed));
+}
+
+void Dispatcher::AdoptDirectWork() {
+  StreamState* s = direct_head_.exchange(nullptr, std::memory_order_acquire);
+  const int64_t now = NowNs();
+  while (s != nullptr) {
+    StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
+    s->direct_unmarked.store(false, std::memory_order_seq_cst);
+    const int priority = s->direct_priority.load(std::memory_order_relaxed);
+    StreamQueue& q = queues_[s];
+    q.state = s;
+    SetContext(s->context);
+    q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr});
+    AdjustInFlight(priority, +1, 0);
+    if (!q.tracked) {
+      q.tracked = true;
+      tracking_.push_back(&q);
+    }
+    AddCompletionMark(&q);
+    s = next;
+  }
+}
+
+void Dispatcher::SetContext(CUcontext context) {
+  if (context == current_context_ || context == nullptr) return;
+  if (driver_.ctx_set_current(context) == CUDA_SUCCESS) current_context_ = context;
 }
 
 void Dispatcher::WaitIssued(StreamState* stream, uint64_t count) {
@@ -101,10 +145,13 @@ void Dispatcher::NotifyWaiters() {
 
 void Dispatcher::Run() {
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
+  if (observer_ != nullptr) observer_->OnDispatcherStart(device_);
   current_context_ = nullptr;  // a new thread has no current context (Stop/Start: fork, capture)
   int64_t idle_since = -1;
   for (;;) {
     const bool drained = DrainInbox();
+    // Before anything is admitted: work clients issued themselves counts as in flight.
+    if (direct_head_.load(std::memory_order_relaxed) != nullptr) AdoptDirectWork();
     if (!tracking_.empty()) PollCompletions();
     bool issued = false;
     while (IssueNext()) issued = true;
@@ -155,22 +202,21 @@ bool Dispatcher::DrainInbox() {
     if (q.pending.empty()) active_.push_back(&q);
     q.pending.push_back(op);
     AdjustPending(op->priority, +1);
-    if (std::find(seen_priorities_.begin(), seen_priorities_.end(), op->priority) ==
-        seen_priorities_.end()) {
-      seen_priorities_.push_back(op->priority);
-    }
   }
   return any;
 }
 
 void Dispatcher::AdjustPending(int priority, int delta) {
+  LevelCounts* counts = nullptr;
   for (LevelCounts& c : counts_) {
-    if (c.priority == priority) {
-      c.pending += delta;
-      return;
-    }
+    if (c.priority == priority) counts = &c;
   }
-  counts_.push_back({priority, delta, 0, 0});
+  if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0});
+  counts->pending += delta;
+  if (observer_ != nullptr) {
+    observer_->OnQueueState(device_, priority, counts->pending,
+                            BelowCeilingInFlightNs(Ceiling(NowNs())));
+  }
 }
 
 void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns) {
@@ -200,14 +246,7 @@ int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
 }
 
 int Dispatcher::Ceiling(int64_t now_ns) const {
-  int ceiling = options_.unbudgeted_priority;
-  for (int p : seen_priorities_) {
-    const int64_t last = levels_->At(p).last_submit_ns.load(std::memory_order_relaxed);
-    if (now_ns - last <= static_cast<int64_t>(options_.ceiling_window_ns)) {
-      ceiling = std::max(ceiling, p);
-    }
-  }
-  return ceiling;
+  return levels_->Ceiling(options_.unbudgeted_priority, now_ns, options_.ceiling_window_ns);
 }
 
 uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
@@ -287,9 +326,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   AdjustPending(op->priority, -1);
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
   StreamState* s = op->stream;
-  if (s->context != current_context_ && s->context != nullptr) {
-    if (driver_.ctx_set_current(s->context) == CUDA_SUCCESS) current_context_ = s->context;
-  }
+  SetContext(s->context);
   const int64_t now = NowNs();
   PriorityLevelStats& level = levels_->At(op->priority);
   const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
@@ -309,7 +346,9 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
       start = nullptr;
     }
   }
+  if (observer_ != nullptr) observer_->OnIssueBegin(*op);
   const CUresult result = op->issue(*op);
+  if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
   if (result != CUDA_SUCCESS) {
     int expected = CUDA_SUCCESS;
     s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
@@ -343,6 +382,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
     op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
   }
   s->issued.fetch_add(1, std::memory_order_seq_cst);
+  queued_.fetch_sub(1, std::memory_order_seq_cst);
   NotifyWaiters();
   op->home->Give(op);
 }
@@ -386,11 +426,7 @@ void Dispatcher::AddCompletionMark(StreamQueue* q) {
 
 void Dispatcher::MarkAllUncovered() {
   for (StreamQueue* q : tracking_) {
-    if (q->state->context != current_context_ && q->state->context != nullptr) {
-      if (driver_.ctx_set_current(q->state->context) == CUDA_SUCCESS) {
-        current_context_ = q->state->context;
-      }
-    }
+    SetContext(q->state->context);
     AddCompletionMark(q);
   }
 }

@@ -25,6 +25,7 @@
 #include "scheduler/duration_estimator.h"
 #include "scheduler/op.h"
 #include "scheduler/op_inbox.h"
+#include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/stream_state.h"
@@ -33,8 +34,9 @@ namespace gpuprio::scheduler {
 
 class Dispatcher {
  public:
+  // `observer` (may be null) must outlive the dispatcher.
   Dispatcher(int device, const DriverFunctions& driver, const SchedulerOptions& options,
-             PriorityLevels* levels);
+             PriorityLevels* levels, OpObserver* observer);
   ~Dispatcher();  // stops the thread; ops still queued are issued first
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -44,6 +46,15 @@ class Dispatcher {
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
   // parked dispatcher.
   void Submit(Op* op);
+
+  // Client, fast path: true when nothing submitted to this dispatcher is still unissued, so an op
+  // issued now by its own thread is ordered after everything submitted before it.
+  bool Idle() const { return queued_.load(std::memory_order_acquire) == 0; }
+
+  // Client, after it issued an op of `priority` on `stream` itself: the dispatcher will treat
+  // that work as in flight (lower priorities hold back) until a completion mark it puts behind it
+  // has completed. Lock-free; no allocation.
+  void NoteDirect(StreamState* stream, int priority);
 
   // Client: blocks until `stream` has issued at least `count` ops.
   void WaitIssued(StreamState* stream, uint64_t count);
@@ -84,6 +95,8 @@ class Dispatcher {
 
   void Run();
   bool DrainInbox();
+  void AdoptDirectWork();
+  void SetContext(CUcontext context);
   void PollCompletions();
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
   bool IssueNext();
@@ -103,8 +116,14 @@ class Dispatcher {
   const DriverFunctions driver_;
   const SchedulerOptions options_;
   PriorityLevels* const levels_;
+  OpObserver* const observer_;
 
   OpInbox inbox_;
+  // Ops submitted and not yet issued (the fast path's test).
+  std::atomic<int64_t> queued_{0};
+  // Streams with work their clients issued directly and no completion mark behind it yet
+  // (intrusive stack through StreamState::direct_next).
+  std::atomic<StreamState*> direct_head_{nullptr};
   std::atomic<bool> parked_{false};
   std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
@@ -129,7 +148,6 @@ class Dispatcher {
     int64_t in_flight_ns;
   };
   std::vector<LevelCounts> counts_;
-  std::vector<int> seen_priorities_;
   DurationEstimator estimates_;
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;

@@ -12,8 +12,9 @@ struct SchedulerOptions {
   uint64_t default_estimate_ns = 100'000;  // an op with no history and no hint
   // Work below this priority is always on a budget, even while nothing more important runs, so
   // that high-priority work arriving later (from this process or another) waits for at most one
-  // budget. GPUPRIO_PRIORITY_HIGH by default.
-  int unbudgeted_priority = 1;
+  // budget. GPUPRIO_PRIORITY_NORMAL by default: explicitly low work (batch jobs) is always
+  // budgeted; default-priority work runs unbudgeted while nothing more important is active.
+  int unbudgeted_priority = 0;
   // A level above that which submitted work within this window puts the levels below it on a
   // budget too.
   uint64_t ceiling_window_ns = 500'000'000;
@@ -23,6 +24,9 @@ struct SchedulerOptions {
   // (budgeted work of unknown cost is marked op by op, so its duration is learned at once).
   int ops_per_completion_event = 32;
   int budgeted_ops_per_completion_event = 8;
+  // The fast path (GPUPRIO_DIRECT_ISSUE): a client thread issues its own op when the dispatcher
+  // would issue it at once anyway (nothing queued on the device, the op's level at the ceiling).
+  bool direct_issue = true;
 };
 
 }  // namespace gpuprio::scheduler

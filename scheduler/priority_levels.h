@@ -37,8 +37,42 @@ class PriorityLevels {
     return levels_[ClampPriority(priority) - kMinPriority];
   }
 
+  // A level submitted work at `now_ns`. The shared words are written only when they change (the
+  // submit time at most once a millisecond), so threads submitting at one level do not contend.
+  void NoteSubmit(int priority, int64_t now_ns) {
+    PriorityLevelStats& level = At(priority);
+    if (now_ns - level.last_submit_ns.load(std::memory_order_relaxed) > kSubmitTimeGranularityNs) {
+      level.last_submit_ns.store(now_ns, std::memory_order_relaxed);
+    }
+    if (!level.seen.load(std::memory_order_relaxed)) level.seen.store(true, std::memory_order_relaxed);
+    int max = max_seen_.load(std::memory_order_relaxed);
+    while (priority > max &&
+           !max_seen_.compare_exchange_weak(max, priority, std::memory_order_relaxed)) {
+    }
+  }
+
+  // The highest priority that ever submitted work (below kMinPriority if none).
+  int MaxSeen() const { return max_seen_.load(std::memory_order_relaxed); }
+
+  // The ceiling: the highest level that submitted work within `window_ns` of `now_ns`, and at
+  // least `floor`. Levels below it are on the in-flight budget. Costs one load per level between
+  // the floor and the highest level ever seen (usually none or one).
+  int Ceiling(int floor, int64_t now_ns, uint64_t window_ns) const {
+    for (int p = MaxSeen(); p > floor; --p) {
+      const PriorityLevelStats& level = At(p);
+      if (!level.seen.load(std::memory_order_relaxed)) continue;
+      if (now_ns - level.last_submit_ns.load(std::memory_order_relaxed) <=
+          static_cast<int64_t>(window_ns)) {
+        return p;
+      }
+    }
+    return floor;
+  }
+
  private:
+  static constexpr int64_t kSubmitTimeGranularityNs = 1'000'000;
   PriorityLevelStats levels_[kPriorityLevels];
+  std::atomic<int> max_seen_{kMinPriority - 1};
 };
 
 }  // namespace gpuprio::scheduler

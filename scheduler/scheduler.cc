@@ -44,10 +44,17 @@ int FromCudaStreamPriority(int cuda_priority) {
   return cuda_priority < 0 ? ClampPriority(-cuda_priority) : kPriorityUnset;
 }
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& driver)
-    : options_(options), driver_(driver) {}
+Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& driver,
+                     OpObserver* observer)
+    : options_(options), driver_(driver), observer_(observer) {}
 
 Scheduler::~Scheduler() { StopDispatchers(); }
 
@@ -88,7 +95,7 @@ Dispatcher* Scheduler::DispatcherForCurrentContext() {
   if (driver_.ctx_get_device(&device) != CUDA_SUCCESS) return nullptr;
   auto it = dispatchers_.find(device);
   if (it != dispatchers_.end()) return it->second.get();
-  auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_);
+  auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_, observer_);
   Dispatcher* raw = dispatcher.get();
   dispatchers_.emplace(device, std::move(dispatcher));
   return raw;
@@ -132,12 +139,26 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
 }
 
 void Scheduler::Submit(Op* op) {
-  if (op->submit_ns == 0) {
-    op->submit_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch())
-                        .count();
-  }
+  if (op->submit_ns == 0) op->submit_ns = NowNs();
+  if (observer_ != nullptr) observer_->OnSubmit(*op);
   op->stream->dispatcher->Submit(op);
+}
+
+bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) const {
+  if (!options_.direct_issue || priority < options_.unbudgeted_priority) return false;
+  if (!stream->dispatcher->Idle()) return false;
+  // Nothing above this level was ever seen: the common case costs no clock read.
+  if (priority >= levels_.MaxSeen()) return true;
+  return priority >=
+         levels_.Ceiling(options_.unbudgeted_priority, NowNs(), options_.ceiling_window_ns);
+}
+
+void Scheduler::NoteDirect(StreamState* stream, int priority) {
+  PriorityLevelStats& level = levels_.At(priority);
+  level.ops_inline.fetch_add(1, std::memory_order_relaxed);
+  // Keeps this level's ceiling window alive: lower levels stay on their budget while it runs.
+  levels_.NoteSubmit(priority, NowNs());
+  stream->dispatcher->NoteDirect(stream, priority);
 }
 
 void Scheduler::WaitStream(StreamState* stream) {

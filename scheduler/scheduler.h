@@ -22,6 +22,7 @@
 #include "scheduler/dispatcher.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/op.h"
+#include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/stream_state.h"
@@ -30,13 +31,16 @@ namespace gpuprio::scheduler {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerOptions& options, const DriverFunctions& driver);
+  // `observer` (a tracer; may be null) must outlive the scheduler.
+  Scheduler(const SchedulerOptions& options, const DriverFunctions& driver,
+            OpObserver* observer = nullptr);
   ~Scheduler();  // stops every dispatcher (tests; the process scheduler is never destroyed)
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   const SchedulerOptions& options() const { return options_; }
   const DriverFunctions& driver() const { return driver_; }
+  OpObserver* observer() const { return observer_; }
 
   // The scheduled stream a call names, or null when gpuprio does not defer work on it: the
   // per-thread default stream (CU_STREAM_PER_THREAD, or 0 through a _ptsz/_ptds entry point),
@@ -48,6 +52,14 @@ class Scheduler {
 
   // Takes ownership of `op` (from OpPool::ForThisThread()) and queues it on its stream.
   void Submit(Op* op);
+
+  // The fast path. True when the dispatcher would issue an op of `priority` on `stream` at once
+  // anyway — nothing submitted to its device is unissued, and `priority` is at the ceiling (no
+  // more important level active, so the op is on no budget) — and the calling thread may issue
+  // it itself, saving the copy, the hand-off and the dispatcher's issue rate limit. Lock-free:
+  // a few atomic loads. The caller issues the real call, then calls NoteDirect.
+  bool MayIssueDirect(const StreamState* stream, int priority) const;
+  void NoteDirect(StreamState* stream, int priority);
 
   // Block until every op submitted so far to the stream / context / process has been issued.
   void WaitStream(StreamState* stream);
@@ -117,6 +129,7 @@ class Scheduler {
 
   const SchedulerOptions options_;
   const DriverFunctions driver_;
+  OpObserver* const observer_;
   PriorityLevels levels_;
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};

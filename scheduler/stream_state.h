@@ -31,6 +31,14 @@ struct StreamState {
   std::atomic<int> deferred_error{CUDA_SUCCESS};
   std::atomic<bool> destroyed{false};
 
+  // Fast path: ops their client threads issued themselves (Dispatcher::NoteDirect). The highest
+  // priority that ever did so here, and whether such work was issued since the dispatcher last
+  // put a completion mark behind it; `direct_next` links the stream into the dispatcher's list
+  // of such streams while `direct_unmarked` is set.
+  std::atomic<int> direct_priority{kPriorityUnset};
+  std::atomic<bool> direct_unmarked{false};
+  StreamState* direct_next = nullptr;
+
   bool HasUnissued() const {
     return issued.load(std::memory_order_acquire) < submitted.load(std::memory_order_acquire);
   }

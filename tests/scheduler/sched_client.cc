@@ -10,6 +10,11 @@
 //   priority  a low-priority thread queues 100 x 1 ms kernels, then a high-priority thread runs a
 //             chain of 5 x 200 us kernels; prints the chain's latency and the most low-priority
 //             kernels ever in flight (from the fake's logs).
+//   direct    the fast path: (1) a default-priority thread alone launches 50 kernels; prints how
+//             many reached the driver from the client's own thread; (2) a high-priority thread
+//             launches one 30 ms kernel and does not wait; a low-priority thread then launches 3
+//             kernels; prints whether the first low launch reached the driver only after the high
+//             kernel ended (work a client issued itself still holds lower priorities back).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -289,15 +294,78 @@ int Priority() {
   return fake_client::Succeed();
 }
 
+long Tid() { return static_cast<long>(syscall(SYS_gettid)); }
+
+int Direct() {
+  Init();
+  CUfunction sleep = Function("sleep_ns");
+  CUstream alone, high_stream, low_stream;
+  CheckCu(cuStreamCreate(&alone, CU_STREAM_NON_BLOCKING), "alone stream");
+  CheckCu(cuStreamCreate(&high_stream, CU_STREAM_NON_BLOCKING), "high stream");
+  CheckCu(cuStreamCreate(&low_stream, CU_STREAM_NON_BLOCKING), "low stream");
+  uint64_t ns = 1000;
+  void* args[] = {&ns};
+  const long client_tid = Tid();
+  for (int i = 0; i < 50; ++i) {
+    CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, alone, args, nullptr), "alone launch");
+  }
+  CheckCu(cuStreamSynchronize(alone), "alone sync");
+
+  uint64_t high_ns = 30'000'000;
+  void* high_args[] = {&high_ns};
+  std::thread high([&] {
+    CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (high)");
+    SetThreadPriority(1);
+    CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, high_args, nullptr),
+            "high launch");
+  });
+  high.join();
+  std::thread low([&] {
+    CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (low)");
+    SetThreadPriority(-1);
+    for (int i = 0; i < 3; ++i) {
+      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, low_stream, args, nullptr), "low launch");
+    }
+  });
+  low.join();
+  CheckCu(cuCtxSynchronize(), "cuCtxSynchronize");
+
+  int alone_total = 0, alone_from_client = 0;
+  uint64_t low_first_issue = UINT64_MAX;
+  for (uint64_t i = 0, n = fakecuda_call_count(); i < n; ++i) {
+    fakecuda_call_record c;
+    fakecuda_get_call(i, &c);
+    if (std::strcmp(c.api, "cuLaunchKernel") != 0) continue;
+    if (c.stream == reinterpret_cast<uint64_t>(alone)) {
+      ++alone_total;
+      alone_from_client += c.tid == client_tid;
+    } else if (c.stream == reinterpret_cast<uint64_t>(low_stream)) {
+      low_first_issue = std::min(low_first_issue, c.start_ns);
+    }
+  }
+  uint64_t high_end = 0;
+  for (uint64_t i = 0, n = fakecuda_exec_count(); i < n; ++i) {
+    fakecuda_exec_record e;
+    fakecuda_get_exec(i, &e);
+    if (e.stream == reinterpret_cast<uint64_t>(high_stream)) high_end = e.end_ns;
+  }
+  Check(alone_total == 50 && high_end != 0 && low_first_issue != UINT64_MAX,
+        "every launch reached the driver");
+  std::printf("alone_launches=%d alone_from_client=%d low_after_high_end=%d\n", alone_total,
+              alone_from_client, low_first_issue >= high_end ? 1 : 0);
+  return fake_client::Succeed();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   fake_client::g_client_name = "sched_client";
-  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority");
+  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct");
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   if (scenario == "stress") return Stress();
   if (scenario == "error") return Error(argc > 2 && std::string(argv[2]) == "scheduled");
   if (scenario == "priority") return Priority();
+  if (scenario == "direct") return Direct();
   Fail("unknown scenario");
 }

@@ -39,6 +39,13 @@ std::map<std::string, long> Values(const std::string& text) {
   return gpuprio_test::IntValues(text);
 }
 
+// Schedule mode with every op deferred to the dispatcher (the fast path off), so the clients'
+// checks exercise the op copies, the queues and the dispatcher; and with the fast path on.
+const std::vector<std::pair<std::string, Env>> kScheduleVariants = {
+    {"deferred", {{"GPUPRIO_DIRECT_ISSUE", "0"}}},
+    {"fast path on", {}},
+};
+
 TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[scheduler]") {
   const std::string cudart = Path("tests/fake_cuda/clients/cudart_like_client");
   const std::string lcuda = Path("tests/fake_cuda/clients/lcuda_client");
@@ -46,10 +53,13 @@ TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[
       {cudart, "launch_forms"}, {cudart, "params"}, {cudart, "streams"},
       {cudart, "fork"},         {lcuda, "launch_forms"}, {lcuda, "memcpy"},
   };
-  for (const auto& argv : runs) {
-    DYNAMIC_SECTION(argv[0].substr(argv[0].rfind('/') + 1) << " " << argv[1]) {
-      const auto r = Run(argv, ClientEnv("schedule"));
-      CHECK(r.stdout_text.find(argv[1] + " ok") != std::string::npos);
+  for (const auto& [variant, env] : kScheduleVariants) {
+    for (const auto& argv : runs) {
+      DYNAMIC_SECTION(variant << ": " << argv[0].substr(argv[0].rfind('/') + 1) << " "
+                              << argv[1]) {
+        const auto r = Run(argv, ClientEnv("schedule", env));
+        CHECK(r.stdout_text.find(argv[1] + " ok") != std::string::npos);
+      }
     }
   }
 }
@@ -63,21 +73,31 @@ TEST_CASE("A forked child of a scheduling process gets dispatchers of its own", 
 
 TEST_CASE("16 threads on 8 streams lose and reorder nothing, and event waits hold",
           "[scheduler]") {
-  const auto r = Run({Path("tests/scheduler/sched_client"), "stress"}, ClientEnv("schedule"));
-  CHECK(r.stdout_text.find("stress ok") != std::string::npos);
-  CHECK(Values(r.stdout_text)["appends"] > 0);
+  for (const auto& [variant, env] : kScheduleVariants) {
+    DYNAMIC_SECTION(variant) {
+      const auto r =
+          Run({Path("tests/scheduler/sched_client"), "stress"}, ClientEnv("schedule", env));
+      CHECK(r.stdout_text.find("stress ok") != std::string::npos);
+      CHECK(Values(r.stdout_text)["appends"] > 0);
+    }
+  }
 }
 
 TEST_CASE("A deferred launch error surfaces at the stream's next synchronize, once",
           "[scheduler]") {
   SECTION("scheduled: the launch returns at once, the sync reports it, the log names it") {
     const auto r = Run({Path("tests/scheduler/sched_client"), "error", "scheduled"},
-                       ClientEnv("schedule"));
+                       ClientEnv("schedule", {{"GPUPRIO_DIRECT_ISSUE", "0"}}));
     CHECK(r.stdout_text.find("error ok") != std::string::npos);
     CHECK(r.stderr_text.find("gpuprio: cuLaunchKernel on stream") != std::string::npos);
   }
   SECTION("native: the same client sees the error from the launch itself") {
     const auto r = Run({Path("tests/scheduler/sched_client"), "error", "native"}, ClientEnv(""));
+    CHECK(r.stdout_text.find("error ok") != std::string::npos);
+  }
+  SECTION("fast path: a launch its own thread issued reports the error itself, as natively") {
+    const auto r = Run({Path("tests/scheduler/sched_client"), "error", "native"},
+                       ClientEnv("schedule"));
     CHECK(r.stdout_text.find("error ok") != std::string::npos);
   }
 }
@@ -106,6 +126,32 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
   CHECK(scheduled.at("high_latency_us") <= bound);
   CHECK(native.at("high_latency_us") > bound);
   CHECK(native.at("low_max_in_flight") > kBudgetUs / kernel_us);
+}
+
+TEST_CASE("The fast path issues on the caller's thread and still holds lower priorities back",
+          "[scheduler]") {
+  const std::string client = Path("tests/scheduler/sched_client");
+  SECTION("schedule mode") {
+    const auto v = Values(Run({client, "direct"}, ClientEnv("schedule")).stdout_text);
+    REQUIRE(v.count("alone_launches") == 1);
+    // Alone at its level with nothing queued, every launch is issued by the client itself.
+    CHECK(v.at("alone_from_client") == v.at("alone_launches"));
+    // The high kernel its own thread issued counts as in flight: low work waits for its end.
+    CHECK(v.at("low_after_high_end") == 1);
+  }
+  SECTION("fast path off: the dispatcher issues everything") {
+    const auto v = Values(
+        Run({client, "direct"}, ClientEnv("schedule", {{"GPUPRIO_DIRECT_ISSUE", "0"}})).stdout_text);
+    REQUIRE(v.count("alone_launches") == 1);
+    CHECK(v.at("alone_from_client") == 0);
+    CHECK(v.at("low_after_high_end") == 1);
+  }
+  SECTION("native: nothing holds the low launches back") {
+    const auto v = Values(Run({client, "direct"}, ClientEnv("")).stdout_text);
+    REQUIRE(v.count("alone_launches") == 1);
+    CHECK(v.at("alone_from_client") == v.at("alone_launches"));
+    CHECK(v.at("low_after_high_end") == 0);
+  }
 }
 
 }  // namespace
