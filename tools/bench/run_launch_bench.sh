@@ -4,8 +4,11 @@
 #
 #   bash tools/bench/run_launch_bench.sh "$OUT" [--native-only]
 #
-# Runs .gpu/launch_rate natively, with LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=passthrough and
-# with GPUPRIO_MODE=schedule; 1 and 8 threads; --api driver and runtime; each configuration
+# Runs .gpu/launch_rate natively, with LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=passthrough, and
+# in schedule mode three ways: "schedule" (defaults: the fast path issues on the caller while
+# nothing more important is active), "deferred" (GPUPRIO_DIRECT_ISSUE=0: every launch goes through
+# the dispatcher thread) and "sched-low" (GPUPRIO_PRIORITY=low: budgeted work, always through the
+# dispatcher); 1 and 8 threads; --api driver and runtime; each configuration
 # REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
 # A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal; after a
 # mode has timed out twice its remaining runs are skipped (recorded as skipped), so a hanging mode
@@ -41,7 +44,7 @@ say() { printf 'run_launch_bench: %s\n' "$*"; }
 modes=(native)
 if ((native_only == 0)); then
   [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
-  modes+=(passthrough schedule)
+  modes+=(passthrough schedule deferred sched-low)
 fi
 mkdir -p "$out"
 work="$(mktemp -d /tmp/gpuprio_launch_bench.XXXXXX)"
@@ -53,8 +56,15 @@ for ((r = 1; r <= reps; r++)); do
   for threads in 1 8; do
     for api in driver runtime; do
       for mode in "${modes[@]}"; do
-        env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG)
-        [[ "$mode" == native ]] || env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE="$mode")
+        env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_PRIORITY
+                  -u GPUPRIO_DIRECT_ISSUE)
+        case "$mode" in
+          native) ;;
+          passthrough) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough) ;;
+          schedule) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule) ;;
+          deferred) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0) ;;
+          sched-low) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low) ;;
+        esac
         tag="$mode.t$threads.$api.r$r"
         if ((${timeouts[$mode]:-0} >= 2)); then
           echo "skipped: mode $mode timed out twice" >"$work/$tag.err"
