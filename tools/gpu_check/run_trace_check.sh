@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Tracer check (issue 5), run ON the GPU machine from the repo root, after
+# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
+#
+#   bash tools/gpu_check/run_trace_check.sh "$OUT" [--native-only]
+#
+# Runs (each a separate python3 process with a timeout; workloads in tools/gpu_check/trace_check.py):
+#   a  resnet50_trace     GPUPRIO_MODE=schedule GPUPRIO_LOG=info GPUPRIO_TRACE=OUT/resnet_trace.json:
+#                         ResNet-50 forwards + one training step; the trace is checked (kernels
+#                         linked to client threads, flows complete, dispatcher slices)
+#   c  profiler.native    torch.profiler (CPU+CUDA) around ResNet-18 forwards, natively: kernels
+#                         linked to aten ops (the baseline)
+#      profiler.gpuprio   the same with GPUPRIO_MODE=schedule (no GPUPRIO_TRACE); its
+#                         torch.profiler trace is OUT/torch_profiler_trace.json
+#   d  profiler.both      the same with GPUPRIO_TRACE too: who gets CUPTI is reported, only exit 0
+#                         is asserted
+#   b  latency.CONFIG.rR  ResNet-18 batch 1 latency, CONFIG native / schedule / trace (schedule +
+#                         GPUPRIO_TRACE), ROUNDS rounds interleaved (rotated order per round)
+# --native-only runs only the native runs (checks the scripts and the workloads without the library).
+# A failing or hanging run is recorded, not fatal; after gpuprio runs have timed out twice, or once
+# the runs have taken TRACE_CHECK_BUDGET seconds, the remaining runs are skipped (recorded as such),
+# so the script stays inside the device tool's 10-minute limit (normally 3-5 minutes).
+#
+# Writes OUT/trace_check_summary.txt (PASS/FAIL per check), OUT/trace_check.json, OUT/trace_overhead.md,
+# OUT/trace_overhead.json, OUT/log.txt, OUT/resnet_trace.json and OUT/torch_profiler_trace.json
+# (gzipped, .json.gz, when over 15 MiB: the device tool brings back files of at most 16 MiB and at
+# most 8 files). Exit 0 only on PASS.
+# Environment: PYTHON (default python3), GPUPRIO_LIB (default .gpu/libgpuprio.so),
+# TRACE_CHECK_TIMEOUT (seconds per run, default 150), TRACE_CHECK_BUDGET (seconds for all runs,
+# default 450), ROUNDS (3), ITERS (latency iterations, 500), WARMUP (50).
+set -uo pipefail
+
+usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
+[[ $# -ge 1 ]] || usage
+out="$1"; shift
+native_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --native-only) native_only=1 ;;
+    *) usage ;;
+  esac
+done
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 1
+py="${PYTHON:-python3}"
+lib="${GPUPRIO_LIB:-$repo/.gpu/libgpuprio.so}"
+script="$repo/tools/gpu_check/trace_check.py"
+per_run_timeout="${TRACE_CHECK_TIMEOUT:-150}"
+budget="${TRACE_CHECK_BUDGET:-450}"
+rounds="${ROUNDS:-3}"
+iters="${ITERS:-500}"
+warmup="${WARMUP:-50}"
+say() { printf 'run_trace_check: %s\n' "$*"; }
+
+if ((native_only == 0)); then
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d /tmp/gpuprio_trace_check.XXXXXX)"
+# Files the report reads; names shared with trace_check.py.
+rm -f "$out/resnet_trace.json" "$out/resnet_trace.json.gz" "$out/torch_profiler_trace.json" "$out/torch_profiler_trace.json.gz"
+export PYTHONUNBUFFERED=1
+gpuprio_timeouts=0
+start=$SECONDS
+
+# run_one NAME [VAR=VALUE ...] -- WORKLOAD ARGS...
+# With any VAR=VALUE the run is a gpuprio run: LD_PRELOAD=$lib plus those variables.
+run_one() {
+  local name="$1"; shift
+  local -a genv=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do genv+=("$1"); shift; done
+  shift
+  local base="$work/$name"
+  local -a env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_TRACE -u GPUPRIO_PRIORITY)
+  local with_lib=0
+  if ((${#genv[@]})); then
+    with_lib=1
+    env_args+=(LD_PRELOAD="$lib" "${genv[@]}")
+  fi
+  local -a cmd=("$py" "$script" workload "$@" --result "$base.result.json")
+  echo "${env_args[*]} ${cmd[*]}" >"$base.cmd"
+  local skip=""
+  if ((with_lib && gpuprio_timeouts >= 2)); then
+    skip="skipped: gpuprio runs timed out twice"
+  elif ((SECONDS - start > budget)); then
+    skip="skipped: the runs took over TRACE_CHECK_BUDGET=${budget}s"
+  fi
+  if [[ -n "$skip" ]]; then
+    echo "$skip" >"$base.err"
+    : >"$base.out"
+    echo 125 >"$base.rc"
+    say "$name: $skip"
+    return
+  fi
+  local t0=$SECONDS
+  timeout -k 10 "$per_run_timeout" "${env_args[@]}" "${cmd[@]}" >"$base.out" 2>"$base.err"
+  local rc=$?
+  echo "$rc" >"$base.rc"
+  echo "$((SECONDS - t0))" >"$base.wall"
+  ((with_lib && (rc == 124 || rc == 137))) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
+  say "$name: rc=$rc ($((SECONDS - t0)) s)$( ((rc == 124 || rc == 137)) && echo " TIMED OUT after ${per_run_timeout}s")"
+  if ((rc != 0)); then
+    grep -v '^\s*$' "$base.err" | tail -n 15 | sed 's/^/    /'
+  fi
+}
+
+say "work dir $work; library $lib; $( ((native_only)) && echo "native only" || echo "with gpuprio")"
+
+# a: the traced ResNet-50 run.
+((native_only)) || run_one resnet50_trace GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
+  GPUPRIO_TRACE="$out/resnet_trace.json" -- resnet50 --iters 3 --batch 8
+
+# c: torch.profiler natively, then under gpuprio.
+run_one profiler.native -- profiler --iters 10 --batch 8 --trace-out "$work/torch_profiler_trace.native.json"
+((native_only)) || run_one profiler.gpuprio GPUPRIO_MODE=schedule -- \
+  profiler --iters 10 --batch 8 --trace-out "$out/torch_profiler_trace.json"
+
+# d: torch.profiler while gpuprio traces too.
+((native_only)) || run_one profiler.both GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
+  GPUPRIO_TRACE="$work/profiler_both.gpuprio_trace.json" -- \
+  profiler --iters 10 --batch 8 --trace-out "$work/profiler_both.torch_trace.json"
+
+# b: latency, interleaved rounds; round r starts at a different configuration.
+configs=(native schedule trace)
+((native_only)) && configs=(native)
+for ((r = 1; r <= rounds; r++)); do
+  n=${#configs[@]}
+  for ((i = 0; i < n; i++)); do
+    cfg="${configs[$(((i + r - 1) % n))]}"
+    lat=(latency --iters "$iters" --warmup "$warmup")
+    case "$cfg" in
+      native) run_one "latency.native.r$r" -- "${lat[@]}" ;;
+      schedule) run_one "latency.schedule.r$r" GPUPRIO_MODE=schedule -- "${lat[@]}" ;;
+      trace) run_one "latency.trace.r$r" GPUPRIO_MODE=schedule GPUPRIO_TRACE="$work/latency_trace.r$r.json" -- "${lat[@]}" ;;
+    esac
+  done
+done
+say "all runs took $((SECONDS - start)) s"
+
+report=(report --workdir "$work" --out "$out")
+((native_only)) && report+=(--native-only)
+timeout -k 10 300 env -u LD_PRELOAD "$py" "$script" "${report[@]}"
+rc=$?
+
+# The device tool brings back files of at most 16 MiB.
+for f in "$out/resnet_trace.json" "$out/torch_profiler_trace.json"; do
+  if [[ -f "$f" ]] && (($(stat -c %s "$f") > 15 * 1024 * 1024)); then
+    gzip -f "$f" && say "gzipped $(basename "$f") (over 15 MiB)"
+  fi
+done
+rm -f "$work"/latency_trace.r*.json  # large; their sizes are in the report
+say "results in $out (trace_check_summary.txt, trace_check.json, trace_overhead.md); work dir $work; exit $rc"
+exit "$rc"
