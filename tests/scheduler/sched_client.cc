@@ -7,7 +7,7 @@
 //   error     the dispatcher's launch fails (injected): with gpuprio the launch returned
 //             CUDA_SUCCESS and the stream's next synchronize returns the error; natively the
 //             launch itself returns it. argv[2] = "scheduled" or "native" says which to expect.
-//   priority  a low-priority thread queues 100 x 1 ms kernels, then a high-priority thread runs a
+//   priority  a low-priority thread queues 40 x 5 ms kernels, then a high-priority thread runs a
 //             chain of 5 x 200 us kernels; prints the chain's latency and the most low-priority
 //             kernels ever in flight (from the fake's logs).
 //   direct    the fast path: (1) a default-priority thread alone launches 50 kernels; prints how
@@ -226,8 +226,8 @@ int Priority() {
   CUstream low_stream, high_stream;
   CheckCu(cuStreamCreate(&low_stream, CU_STREAM_NON_BLOCKING), "low stream");
   CheckCu(cuStreamCreate(&high_stream, CU_STREAM_NON_BLOCKING), "high stream");
-  constexpr int kLow = 100;
-  constexpr uint64_t kLowNs = 1000000;
+  constexpr int kLow = 40;
+  constexpr uint64_t kLowNs = 5'000'000;
   constexpr int kHigh = 5;
   constexpr uint64_t kHighNs = 200000;
   std::thread low([&] {
