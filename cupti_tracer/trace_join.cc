@@ -197,16 +197,17 @@ class Joiner {
     auto it = correlations_by_op_.find(op.submitted->op_id);
     if (it == correlations_by_op_.end()) return;
     op.correlation_ids = it->second;
+    // The thread the real call ran on, when known: a record elsewhere is not this op's call.
+    const bool tid_known = op.issued != nullptr || op.submitted->ran_inline;
     const uint32_t tid = op.issued != nullptr ? op.issued->dispatcher_tid : op.submitted->client_tid;
     int best_score = -1;
     for (uint32_t correlation_id : op.correlation_ids) {
       auto calls = api_by_correlation_.find(correlation_id);
       if (calls != api_by_correlation_.end()) {
         for (const ApiCall* call : calls->second) {
-          if (!MayBeDriverCall(op, call)) continue;
+          if (!MayBeDriverCall(op, call) || (tid_known && call->tid != tid)) continue;
           // Ids are unique per process in CUPTI, but a bad record must not win over a good one.
-          int score = (call->tid == tid ? 4 : 0) +
-                      (call->kind == ApiCall::Kind::kDriver ? 2 : 0) +
+          int score = (call->kind == ApiCall::Kind::kDriver ? 2 : 0) +
                       (op.issued != nullptr &&
                                Overlaps(*call, op.issued->begin_ns, op.issued->end_ns)
                            ? 1

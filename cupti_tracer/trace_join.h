@@ -85,6 +85,8 @@ struct JoinedTrace {
 // by recorded id (external correlation, client correlation id) are made before links guessed from
 // time, so a guess never takes work that an id names.
 JoinedTrace JoinTrace(const TraceInput& input);
+// The result would point into a temporary.
+JoinedTrace JoinTrace(TraceInput&& input) = delete;
 
 }  // namespace gpuprio::tracer
 
