@@ -171,7 +171,9 @@ class EventBuilder {
       const int64_t begin = op.issued != nullptr ? op.issued->begin_ns : op.driver_call->start_ns;
       const int64_t end = op.issued != nullptr ? op.issued->end_ns : op.driver_call->end_ns;
       uint32_t correlation_id = op.driver_call != nullptr ? op.driver_call->correlation_id : 0;
-      if (correlation_id == 0 && !op.correlation_ids.empty()) correlation_id = op.correlation_ids[0];
+      if (correlation_id == 0 && !op.correlation_ids.empty()) {
+        correlation_id = op.correlation_ids[0];
+      }
       Event& e = AddSlice(op.driver_call != nullptr ? op.driver_call->name : s.api, "dispatch",
                           input_.pid, tid, begin, end);
       e.args = {{"op_id", s.op_id}, {"priority", priority},
@@ -191,7 +193,8 @@ class EventBuilder {
     for (size_t i = 1; i < op.gpu.size(); ++i) {
       const GpuActivity& gpu = *op.gpu[i];
       AddFlow(next_extra_flow_id_++,
-              {steps[steps.size() - 2], {kGpuPidBase + gpu.device_id, gpu.stream_id, gpu.start_ns}});
+              {steps[steps.size() - 2],
+               {kGpuPidBase + gpu.device_id, gpu.stream_id, gpu.start_ns}});
     }
 
     if (op.queue_delay_ns) {

@@ -199,7 +199,8 @@ class Joiner {
     op.correlation_ids = it->second;
     // The thread the real call ran on, when known: a record elsewhere is not this op's call.
     const bool tid_known = op.issued != nullptr || op.submitted->ran_inline;
-    const uint32_t tid = op.issued != nullptr ? op.issued->dispatcher_tid : op.submitted->client_tid;
+    const uint32_t tid =
+        op.issued != nullptr ? op.issued->dispatcher_tid : op.submitted->client_tid;
     int best_score = -1;
     for (uint32_t correlation_id : op.correlation_ids) {
       auto calls = api_by_correlation_.find(correlation_id);
