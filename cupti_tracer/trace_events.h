@@ -89,9 +89,11 @@ struct OpIssued {
   int result = 0;  // CUresult
 };
 
-// gpuprio: a sampled counter ("queue depth p=1", "in-flight budget used us").
+// gpuprio: a sampled counter: `name` is the counter ("queue depth GPU 0", "budget in use GPU 0"),
+// `series` the value's key within it ("p=1", "us"; "value" when empty), as in the Chrome trace.
 struct CounterSample {
   std::string name;
+  std::string series;
   int64_t ts_ns = 0;
   double value = 0;
 };

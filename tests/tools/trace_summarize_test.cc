@@ -1,0 +1,193 @@
+// Tests of `gpuprio trace summarize`: a trace written by the C++ writer (ChromeTraceJson) from a
+// synthetic input with known delays, summarised by the CLI as a subprocess; the numbers must be
+// exact (nearest-rank percentiles of a known set).
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "catch2/catch.hpp"
+#include "cupti_tracer/chrome_trace_writer.h"
+#include "cupti_tracer/trace_join.h"
+#include "nlohmann/json.hpp"
+#include "tests/runfiles.h"
+
+namespace {
+
+using gpuprio::tracer::ApiCall;
+using gpuprio::tracer::ExternalCorrelation;
+using gpuprio::tracer::GpuActivity;
+using gpuprio::tracer::OpIssued;
+using gpuprio::tracer::OpSubmitted;
+using gpuprio::tracer::TraceInput;
+using nlohmann::json;
+
+constexpr int64_t kUs = 1000;
+constexpr int64_t kBase = 1700000000000000000;
+constexpr uint32_t kClient = 11;
+constexpr uint32_t kDispatcher = 22;
+
+// Adds a deferred op: queued `delay_us`, its kernel (if any) starting `start_us` after issue.
+void AddOp(TraceInput& in, uint64_t id, int priority, int64_t delay_us, int64_t start_us,
+           const std::string& kernel, int64_t kernel_us) {
+  const int64_t submit = kBase + static_cast<int64_t>(id) * 1000 * kUs;
+  const uint32_t correlation = 100 + static_cast<uint32_t>(id);
+  OpSubmitted op;
+  op.op_id = id;
+  op.client_tid = kClient;
+  op.api = "cuLaunchKernel";
+  op.priority = priority;
+  op.submit_ns = submit;
+  op.return_ns = submit + kUs;
+  in.ops_submitted.push_back(op);
+  const int64_t issue = submit + delay_us * kUs;
+  in.ops_issued.push_back(OpIssued{id, kDispatcher, issue, issue + kUs, 0});
+  in.external_correlations.push_back(
+      ExternalCorrelation{gpuprio::tracer::kExternalCorrelationKindGpuprio, id, correlation});
+  ApiCall call;
+  call.name = "cuLaunchKernel";
+  call.correlation_id = correlation;
+  call.tid = kDispatcher;
+  call.start_ns = issue + 100;
+  call.end_ns = issue + 900;
+  in.api_calls.push_back(call);
+  if (kernel.empty()) return;
+  GpuActivity gpu;
+  gpu.name = kernel;
+  gpu.correlation_id = correlation;
+  gpu.stream_id = 7;
+  gpu.start_ns = issue + start_us * kUs;
+  gpu.end_ns = gpu.start_ns + kernel_us * kUs;
+  in.gpu_activities.push_back(gpu);
+}
+
+// Priority 1: ten ops queued 1..10 us, kernels "gemm" (10 us) starting 2k us after issue.
+// Priority 0: three ops queued 100, 200, 300 us; two "relu" kernels (3 us) 5 us after issue,
+// one launch whose kernel record is lost. Not an op: one "other" kernel (1 us) and a copy.
+TraceInput KnownTrace() {
+  TraceInput in;
+  in.pid = 77;
+  in.dropped_records = 7;
+  for (uint64_t k = 1; k <= 10; ++k) {
+    AddOp(in, k, 1, static_cast<int64_t>(k), 2 * static_cast<int64_t>(k), "gemm", 10);
+  }
+  AddOp(in, 11, 0, 100, 5, "relu", 3);
+  AddOp(in, 12, 0, 200, 5, "relu", 3);
+  AddOp(in, 13, 0, 300, 5, "", 0);
+  GpuActivity other;
+  other.name = "other";
+  other.correlation_id = 999;
+  other.stream_id = 9;
+  other.start_ns = kBase + 50000 * kUs;
+  other.end_ns = other.start_ns + kUs;
+  in.gpu_activities.push_back(other);
+  GpuActivity copy = other;
+  copy.kind = GpuActivity::Kind::kMemcpy;
+  copy.name = "Memcpy HtoD";
+  copy.start_ns += 10 * kUs;
+  copy.end_ns = copy.start_ns + 50 * kUs;
+  in.gpu_activities.push_back(copy);
+  return in;
+}
+
+std::string WriteTrace(const std::string& name, const std::string& text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  const std::string path = std::string(tmp) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+gpuprio_test::ProcessResult RunCli(const std::vector<std::string>& args) {
+  auto cli = gpuprio_test::Runfile("tools/cli/gpuprio");
+  REQUIRE(cli.ok());
+  std::vector<std::string> argv = {*cli};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto result = gpuprio_test::RunProcess(argv, {});
+  REQUIRE(result.ok());
+  return *result;
+}
+
+TEST_CASE("gpuprio trace summarize reports exact per-priority percentiles", "[cli][tracer]") {
+  const std::string path =
+      WriteTrace("known.json", gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  const auto result = RunCli({"trace", "summarize", path, "--json"});
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  json summary;
+  REQUIRE_NOTHROW(summary = json::parse(result.stdout_text));
+
+  CHECK(summary.at("ops") == 13);
+  CHECK(summary.at("ops_linked_to_gpu") == 12);
+  CHECK(summary.at("kernels") == 13);  // the copy is not a kernel
+  CHECK(summary.at("kernels_linked_to_client") == 12);
+  CHECK(summary.at("kernels_unlinked") == 1);
+  CHECK(summary.at("dropped_records") == 7);
+
+  const json& levels = summary.at("priorities");
+  REQUIRE(levels.size() == 2);
+  const json& high = levels.at(0);  // highest priority first
+  CHECK(high.at("priority") == 1);
+  CHECK(high.at("ops") == 10);
+  CHECK(high.at("queue_delay_us") == json{{"count", 10}, {"p50", 5.0}, {"p99", 10.0},
+                                          {"max", 10.0}});
+  CHECK(high.at("issue_to_start_us") == json{{"count", 10}, {"p50", 10.0}, {"p99", 20.0},
+                                             {"max", 20.0}});
+  const json& low = levels.at(1);
+  CHECK(low.at("priority") == 0);
+  CHECK(low.at("ops") == 3);
+  CHECK(low.at("queue_delay_us") == json{{"count", 3}, {"p50", 200.0}, {"p99", 300.0},
+                                         {"max", 300.0}});
+  CHECK(low.at("issue_to_start_us") == json{{"count", 2}, {"p50", 5.0}, {"p99", 5.0},
+                                            {"max", 5.0}});
+
+  const json& top = summary.at("top_kernels");
+  REQUIRE(top.size() == 3);
+  CHECK(top.at(0) == json{{"name", "gemm"}, {"count", 10}, {"total_us", 100.0},
+                          {"mean_us", 10.0}});
+  CHECK(top.at(1) == json{{"name", "relu"}, {"count", 2}, {"total_us", 6.0}, {"mean_us", 3.0}});
+  CHECK(top.at(2).at("name") == "other");
+
+  CHECK(summary.at("launches_missing_kernel") ==
+        json{{"count", 1}, {"first", {{{"op_id", 13}, {"api", "cuLaunchKernel"}}}}});
+}
+
+TEST_CASE("gpuprio trace summarize prints tables without --json", "[cli][tracer]") {
+  const std::string path =
+      WriteTrace("tables.json", gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  const auto result = RunCli({"trace", "summarize", path});
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(absl::StrContains(result.stdout_text, "13 ops, 12 linked to GPU work"));
+  CHECK(absl::StrContains(result.stdout_text, "5.000/10.000/10.000"));
+  CHECK(absl::StrContains(result.stdout_text,
+                          "launch ops with no kernel record: 1: 13 (cuLaunchKernel)"));
+  CHECK(absl::StrContains(result.stdout_text, "kernels not linked to a client call: 1"));
+  CHECK(absl::StrContains(result.stdout_text, "dropped CUPTI records: 7"));
+}
+
+TEST_CASE("gpuprio trace summarize rejects a bad file with one line and exit 2",
+          "[cli][tracer]") {
+  std::string path;
+  SECTION("missing") { path = "/nonexistent/trace.json"; }
+  SECTION("not JSON") { path = WriteTrace("broken.json", "{\"traceEvents\": ["); }
+  SECTION("JSON but not a trace") { path = WriteTrace("array.json", "[1, 2]"); }
+  SECTION("malformed events") {
+    path = WriteTrace("odd.json",
+                      R"({"traceEvents":[{"ph":"X","cat":"client","ts":"x",)"
+                      R"("args":{"op_id":1}}]})");
+  }
+  const auto result = RunCli({"trace", "summarize", path});
+  INFO("stderr: " << result.stderr_text);
+  CHECK(result.exit_code == 2);
+  CHECK(result.stdout_text.empty());
+  const std::vector<std::string> lines =
+      absl::StrSplit(result.stderr_text, '\n', absl::SkipEmpty());
+  CHECK(lines.size() == 1);
+  CHECK(absl::StartsWith(result.stderr_text, "gpuprio trace: error:"));
+  CHECK(absl::StrContains(result.stderr_text, path));
+}
+
+}  // namespace
