@@ -1,0 +1,74 @@
+#include "cupti_tracer/external_id_carrier.h"
+
+#include "absl/base/attributes.h"
+
+namespace gpuprio::tracer {
+namespace {
+
+constexpr CUpti_ExternalCorrelationKind kCarriedKinds[scheduler::OpTraceContext::kCarriedKinds] = {
+    CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1};
+
+// Ops this thread may submit before it looks for libcupti again (0: look at the next op).
+ABSL_CONST_INIT thread_local uint32_t t_ops_until_recheck = 0;
+
+}  // namespace
+
+ExternalIdCarrier::ExternalIdCarrier(Finder finder, uint32_t recheck_every)
+    : finder_(finder), recheck_every_(recheck_every == 0 ? 1 : recheck_every) {}
+
+ExternalIdCarrier::ExternalIdCarrier(const ExternalIdFunctions& fns)
+    : finder_(nullptr), recheck_every_(1) {
+  if (fns.ok()) fns_.store(new ExternalIdFunctions(fns), std::memory_order_release);
+}
+
+const ExternalIdFunctions* ExternalIdCarrier::Functions() {
+  const ExternalIdFunctions* fns = fns_.load(std::memory_order_acquire);
+  if (fns != nullptr || finder_ == nullptr) return fns;
+  if (t_ops_until_recheck > 0) {
+    --t_ops_until_recheck;
+    return nullptr;
+  }
+  t_ops_until_recheck = recheck_every_ - 1;
+  const ExternalIdFunctions found = finder_();
+  if (!found.ok()) return nullptr;
+  auto* fresh = new ExternalIdFunctions(found);
+  const ExternalIdFunctions* expected = nullptr;
+  if (!fns_.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
+    delete fresh;  // another thread won; same library, same functions
+    return expected;
+  }
+  return fresh;
+}
+
+void ExternalIdCarrier::Capture(scheduler::OpTraceContext& ctx) {
+  ctx.carried_mask = 0;
+  const ExternalIdFunctions* fns = Functions();
+  if (fns == nullptr) return;
+  for (int k = 0; k < scheduler::OpTraceContext::kCarriedKinds; ++k) {
+    uint64_t id = 0;
+    if (fns->pop(kCarriedKinds[k], &id) != CUPTI_SUCCESS) continue;  // nothing pushed
+    fns->push(kCarriedKinds[k], id);  // restore the client's stack at once
+    ctx.carried_ids[k] = id;
+    ctx.carried_mask |= static_cast<uint8_t>(1u << k);
+  }
+}
+
+void ExternalIdCarrier::Push(const scheduler::OpTraceContext& ctx) const {
+  if (ctx.carried_mask == 0) return;
+  // Non-null: Capture set bits only after finding the functions, and fns_ is never reset.
+  const ExternalIdFunctions* fns = fns_.load(std::memory_order_acquire);
+  for (int k = 0; k < scheduler::OpTraceContext::kCarriedKinds; ++k) {
+    if (ctx.carried_mask & (1u << k)) fns->push(kCarriedKinds[k], ctx.carried_ids[k]);
+  }
+}
+
+void ExternalIdCarrier::Pop(const scheduler::OpTraceContext& ctx) const {
+  if (ctx.carried_mask == 0) return;
+  const ExternalIdFunctions* fns = fns_.load(std::memory_order_acquire);
+  for (int k = scheduler::OpTraceContext::kCarriedKinds - 1; k >= 0; --k) {
+    uint64_t ignored = 0;
+    if (ctx.carried_mask & (1u << k)) fns->pop(kCarriedKinds[k], &ignored);
+  }
+}
+
+}  // namespace gpuprio::tracer
