@@ -138,10 +138,10 @@ class TracerCore {
   std::vector<uint8_t*> free_buffers_ ABSL_GUARDED_BY(pool_mu_);
 };
 
-namespace {
-
-// The started tracer; null before Start and if it failed. Set once, never reset or freed.
+// The started tracer; null before Start and if it failed. Never freed.
 ABSL_CONST_INIT std::atomic<TracerCore*> g_core{nullptr};
+
+namespace {
 
 void CUPTIAPI BufferRequestedTrampoline(uint8_t** buffer, size_t* size, size_t* max_records) {
   if (TracerCore* core = g_core.load(std::memory_order_acquire)) {
@@ -231,6 +231,8 @@ absl::Status TracerCore::Start() {
   if (!status.ok()) {
     for (CUpti_ActivityKind kind : kActivityKinds) api_.activity_disable(kind);
     api_.unsubscribe(subscriber_);
+    // A callback that already loaded the pointer still finds this (leaked) core.
+    g_core.store(nullptr, std::memory_order_release);
     return status;
   }
   if (!optional_failures.empty()) {
@@ -441,6 +443,10 @@ absl::StatusOr<std::unique_ptr<CuptiTracer>> CuptiTracer::Start(const CuptiApi& 
 }
 
 absl::Status CuptiTracer::Finish() { return core_->Finish(); }
+absl::Status CuptiTracer::FinishActive() {
+  internal::TracerCore* core = internal::g_core.load(std::memory_order_acquire);
+  return core != nullptr ? core->Finish() : absl::OkStatus();
+}
 void CuptiTracer::OnSubmit(scheduler::Op& op) { core_->OnSubmit(op); }
 void CuptiTracer::OnInline(const char* api, int priority, CUstream stream, int64_t begin_ns,
                            int64_t end_ns) {

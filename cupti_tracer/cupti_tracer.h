@@ -55,6 +55,9 @@ class CuptiTracer : public scheduler::OpObserver {
   // Flushes CUPTI and writes the trace. Runs once; later calls return OkStatus and do nothing.
   // Logs one line with the path, op and record counts, and records dropped.
   absl::Status Finish();
+  // Finish() of the tracer started in this process, whoever holds it (the hook calls this from
+  // its exit path); OkStatus when none was started.
+  static absl::Status FinishActive();
 
   void OnSubmit(scheduler::Op& op) override;
   void OnInline(const char* api, int priority, CUstream stream, int64_t begin_ns,
