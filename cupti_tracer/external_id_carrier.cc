@@ -8,27 +8,36 @@ namespace {
 constexpr CUpti_ExternalCorrelationKind kCarriedKinds[scheduler::OpTraceContext::kCarriedKinds] = {
     CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1};
 
-// Ops this thread may submit before it looks for libcupti again (0: look at the next op).
-ABSL_CONST_INIT thread_local uint32_t t_ops_until_recheck = 0;
+ABSL_CONST_INIT std::atomic<uint64_t> g_next_carrier_id{1};
+
+// Ops this thread may submit before it looks for libcupti again, for the carrier `carrier_id`
+// (another carrier, or none yet: look at the next op).
+struct Recheck {
+  uint64_t carrier_id = 0;
+  uint32_t ops_left = 0;
+};
+ABSL_CONST_INIT thread_local Recheck t_recheck;
 
 }  // namespace
 
 ExternalIdCarrier::ExternalIdCarrier(Finder finder, uint32_t recheck_every)
-    : finder_(finder), recheck_every_(recheck_every == 0 ? 1 : recheck_every) {}
+    : finder_(finder),
+      recheck_every_(recheck_every == 0 ? 1 : recheck_every),
+      id_(g_next_carrier_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 ExternalIdCarrier::ExternalIdCarrier(const ExternalIdFunctions& fns)
-    : finder_(nullptr), recheck_every_(1) {
+    : finder_(nullptr), recheck_every_(1), id_(0) {
   if (fns.ok()) fns_.store(new ExternalIdFunctions(fns), std::memory_order_release);
 }
 
 const ExternalIdFunctions* ExternalIdCarrier::Functions() {
   const ExternalIdFunctions* fns = fns_.load(std::memory_order_acquire);
   if (fns != nullptr || finder_ == nullptr) return fns;
-  if (t_ops_until_recheck > 0) {
-    --t_ops_until_recheck;
+  if (t_recheck.carrier_id == id_ && t_recheck.ops_left > 0) {
+    --t_recheck.ops_left;
     return nullptr;
   }
-  t_ops_until_recheck = recheck_every_ - 1;
+  t_recheck = Recheck{id_, recheck_every_ - 1};
   const ExternalIdFunctions found = finder_();
   if (!found.ok()) return nullptr;
   auto* fresh = new ExternalIdFunctions(found);

@@ -60,6 +60,7 @@ class ExternalIdCarrier {
 
   const Finder finder_;
   const uint32_t recheck_every_;
+  const uint64_t id_;  // tells this carrier's per-thread countdown apart from another's
   // Set once (never reset); the object it points to is leaked (dispatchers may use it at exit).
   std::atomic<const ExternalIdFunctions*> fns_{nullptr};
 };
