@@ -27,7 +27,11 @@ ExternalIdCarrier::ExternalIdCarrier(Finder finder, uint32_t recheck_every)
 
 ExternalIdCarrier::ExternalIdCarrier(const ExternalIdFunctions& fns)
     : finder_(nullptr), recheck_every_(1), id_(0) {
-  if (fns.ok()) fns_.store(new ExternalIdFunctions(fns), std::memory_order_release);
+  if (fns.ok()) {
+    storage_ = fns;
+    claimed_.store(true, std::memory_order_relaxed);
+    fns_.store(&storage_, std::memory_order_release);
+  }
 }
 
 const ExternalIdFunctions* ExternalIdCarrier::Functions() {
@@ -40,13 +44,11 @@ const ExternalIdFunctions* ExternalIdCarrier::Functions() {
   t_recheck = Recheck{id_, recheck_every_ - 1};
   const ExternalIdFunctions found = finder_();
   if (!found.ok()) return nullptr;
-  auto* fresh = new ExternalIdFunctions(found);
-  const ExternalIdFunctions* expected = nullptr;
-  if (!fns_.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
-    delete fresh;  // another thread won; same library, same functions
-    return expected;
-  }
-  return fresh;
+  // One thread fills storage_ and publishes it; a thread that loses the race skips this op.
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return nullptr;
+  storage_ = found;
+  fns_.store(&storage_, std::memory_order_release);
+  return &storage_;
 }
 
 void ExternalIdCarrier::Capture(scheduler::OpTraceContext& ctx) {

@@ -61,8 +61,11 @@ class ExternalIdCarrier {
   const Finder finder_;
   const uint32_t recheck_every_;
   const uint64_t id_;  // tells this carrier's per-thread countdown apart from another's
-  // Set once (never reset); the object it points to is leaked (dispatchers may use it at exit).
+  // &storage_ once found (never reset). storage_ is written once, by the thread that set
+  // claimed_, before fns_ publishes it.
   std::atomic<const ExternalIdFunctions*> fns_{nullptr};
+  std::atomic<bool> claimed_{false};
+  ExternalIdFunctions storage_;
 };
 
 // OpObserver that only carries Kineto's ids (no trace of its own).
