@@ -9,6 +9,7 @@
 
 #include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
+#include "cupti_tracer/tracer_factory.h"
 #include "hook/api_table.h"
 #include "hook/config.h"
 #include "hook/real_driver.h"
@@ -21,6 +22,16 @@ namespace {
 ABSL_CONST_INIT absl::once_flag g_once;
 ABSL_CONST_INIT std::atomic<scheduler::Scheduler*> g_scheduler{nullptr};
 
+}  // namespace
+
+// Set on the thread that creates the scheduler: loading the tracer (libcupti) there may call the
+// driver through gpuprio's wrappers, which must then pass straight through instead of waiting for
+// the scheduler being created. External linkage: see the note on TLS in scheduler/scheduler.cc.
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread bool
+    t_creating_scheduler = false;
+
+namespace {
+
 template <typename Fn>
 Fn Real(const char* name, int version) {
   return reinterpret_cast<Fn>(RealDriverFunction(name, version));
@@ -32,12 +43,18 @@ void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
 // exit handler (the runtime initialises before the first launch), so it runs before the runtime
 // tears the driver down: queued work is issued and the dispatchers stop while the driver lives.
 void StopDispatchersAtExit() {
-  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) s->StopDispatchers();
+  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
+    s->StopDispatchers();
+    // Every op is issued: the trace is complete (the tracer flushes CUPTI while the driver lives).
+    tracer::FinishTracerAtExit();
+  }
 }
 
 // fork(): the child has no dispatcher threads. Quiesce in the parent (issue everything, join the
 // threads), then start fresh threads on both sides.
-void StopDispatchersBeforeFork() { StopDispatchersAtExit(); }
+void StopDispatchersBeforeFork() {
+  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) s->StopDispatchers();
+}
 void StartDispatchersAfterFork() {
   if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
     s->StartDispatchers();
@@ -72,8 +89,16 @@ void CreateScheduler() {
   options.direct_issue = config.direct_issue;
   // A kernel never measured counts as a whole budget: one at a time until it has a history.
   options.default_estimate_ns = config.budget_ns;
-  // Never destroyed: work may be submitted until the last moment of the process.
-  g_scheduler.store(new scheduler::Scheduler(options, d), std::memory_order_release);
+  // The tracer (GPUPRIO_TRACE), or the Kineto id carrier when libcupti is loaded, or none. Never
+  // destroyed, like the scheduler: work may be submitted until the last moment of the process.
+  scheduler::OpObserver* observer = nullptr;
+  {
+    t_creating_scheduler = true;
+    DriverCallScope in_driver;
+    observer = tracer::MakeTracerFromEnvironment().release();
+    t_creating_scheduler = false;
+  }
+  g_scheduler.store(new scheduler::Scheduler(options, d, observer), std::memory_order_release);
   std::atexit(StopDispatchersAtExit);
   pthread_atfork(StopDispatchersBeforeFork, StartDispatchersAfterFork, StartDispatchersAfterFork);
 }
@@ -83,6 +108,7 @@ void CreateScheduler() {
 scheduler::Scheduler* ActiveScheduler() {
   scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire);
   if (s != nullptr) return s;
+  if (t_creating_scheduler) return nullptr;
   absl::call_once(g_once, CreateScheduler);
   return g_scheduler.load(std::memory_order_acquire);
 }

@@ -27,6 +27,8 @@ struct OpTraceContext {
   static constexpr int kCarriedKinds = 2;
   uint64_t carried_ids[kCarriedKinds] = {0, 0};
   uint8_t carried_mask = 0;  // bit k: carried_ids[k] is set
+  // NVTX fallback: the process range (nvtxRangeStartEx) open from submit to issue.
+  uint64_t nvtx_range = 0;
 };
 
 class OpObserver {

@@ -1,0 +1,84 @@
+#include "cupti_tracer/tracer_factory.h"
+
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cupti_tracer/cupti_library.h"
+#include "cupti_tracer/cupti_tracer.h"
+#include "cupti_tracer/external_id_carrier.h"
+#include "cupti_tracer/nvtx_annotator.h"
+#include "scheduler/logging.h"
+
+namespace gpuprio::tracer {
+namespace {
+
+constexpr int64_t kMaxTraceMb = 1 << 20;
+
+std::unique_ptr<scheduler::OpObserver> FallBackToNvtx(const TracerConfig& config,
+                                                      absl::string_view why) {
+  Log(LogLevel::kWarning,
+      absl::StrFormat("GPUPRIO_TRACE=%s: %s; no trace file will be written, gpuprio adds NVTX "
+                      "ranges for the tool that holds CUPTI instead",
+                      config.path, why));
+  return std::make_unique<NvtxAnnotator>();
+}
+
+}  // namespace
+
+absl::StatusOr<TracerConfig> ParseTracerConfig(
+    absl::FunctionRef<const char*(const char*)> getenv) {
+  TracerConfig config;
+  if (const char* raw = getenv("GPUPRIO_TRACE"); raw != nullptr) config.path = raw;
+  if (const char* raw = getenv("GPUPRIO_CUPTI_LIBRARY"); raw != nullptr) config.cupti_library = raw;
+  if (const char* raw = getenv("GPUPRIO_TRACE_MAX_MB"); raw != nullptr && *raw != '\0') {
+    int64_t mb = 0;
+    if (!absl::SimpleAtoi(raw, &mb) || mb < 1 || mb > kMaxTraceMb) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "GPUPRIO_TRACE_MAX_MB=\"%s\" is not valid (accepted: an integer number of MiB, 1..%d)",
+          raw, kMaxTraceMb));
+    }
+    config.max_bytes = static_cast<size_t>(mb) << 20;
+  }
+  return config;
+}
+
+TracerConfig ReadTracerConfig(absl::FunctionRef<const char*(const char*)> getenv) {
+  absl::StatusOr<TracerConfig> parsed = ParseTracerConfig(getenv);
+  if (parsed.ok()) return *std::move(parsed);
+  Log(LogLevel::kError, absl::StrCat(parsed.status().message(), "; using 512"));
+  TracerConfig config;
+  if (const char* raw = getenv("GPUPRIO_TRACE"); raw != nullptr) config.path = raw;
+  if (const char* raw = getenv("GPUPRIO_CUPTI_LIBRARY"); raw != nullptr) config.cupti_library = raw;
+  return config;
+}
+
+std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
+  if (config.path.empty()) {
+    // Kineto compatibility only: nothing to do unless some component already loaded libcupti.
+    if (!FindLoadedCupti().ok()) return nullptr;
+    return std::make_unique<KinetoCarrier>();
+  }
+  absl::StatusOr<const CuptiApi*> api = LoadCuptiLibrary(config.cupti_library);
+  if (!api.ok()) return FallBackToNvtx(config, api.status().message());
+  CuptiTracerOptions options;
+  options.path = config.path;
+  options.max_bytes = config.max_bytes;
+  absl::StatusOr<std::unique_ptr<CuptiTracer>> tracer = CuptiTracer::Start(**api, options);
+  if (!tracer.ok()) return FallBackToNvtx(config, tracer.status().message());
+  Log(LogLevel::kInfo, absl::StrFormat("tracing to %s with %s (CUPTI)", config.path, (*api)->path));
+  return *std::move(tracer);
+}
+
+std::unique_ptr<scheduler::OpObserver> MakeTracerFromEnvironment() {
+  return MakeTracer(ReadTracerConfig([](const char* name) { return std::getenv(name); }));
+}
+
+void FinishTracerAtExit() {
+  // Finish logs its own outcome; nothing here may take the program down.
+  (void)CuptiTracer::FinishActive();
+}
+
+}  // namespace gpuprio::tracer

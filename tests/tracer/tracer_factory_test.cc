@@ -1,0 +1,93 @@
+#include "cupti_tracer/tracer_factory.h"
+
+#include <map>
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "cupti_tracer/cupti_library.h"
+#include "cupti_tracer/nvtx_annotator.h"
+
+namespace gpuprio::tracer {
+namespace {
+
+absl::StatusOr<TracerConfig> ParseFrom(const std::map<std::string, std::string>& env) {
+  return ParseTracerConfig([&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST_CASE("ParseTracerConfig reads the trace variables", "[tracer]") {
+  const auto defaults = ParseFrom({});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->path.empty());
+  CHECK(defaults->max_bytes == size_t{512} << 20);
+  CHECK(defaults->cupti_library.empty());
+  const auto set = ParseFrom({{"GPUPRIO_TRACE", "/tmp/t.json"},
+                              {"GPUPRIO_TRACE_MAX_MB", "64"},
+                              {"GPUPRIO_CUPTI_LIBRARY", "/opt/libcupti.so.13"}});
+  REQUIRE(set.ok());
+  CHECK(set->path == "/tmp/t.json");
+  CHECK(set->max_bytes == size_t{64} << 20);
+  CHECK(set->cupti_library == "/opt/libcupti.so.13");
+}
+
+TEST_CASE("A bad GPUPRIO_TRACE_MAX_MB is named, and tracing goes on with the default cap",
+          "[tracer]") {
+  for (const char* bad : {"0", "-3", "lots", "99999999"}) {
+    const auto parsed = ParseFrom({{"GPUPRIO_TRACE_MAX_MB", bad}});
+    REQUIRE_FALSE(parsed.ok());
+    const std::string message(parsed.status().message());
+    CHECK(message.find("GPUPRIO_TRACE_MAX_MB") != std::string::npos);
+    CHECK(message.find(bad) != std::string::npos);
+  }
+  const TracerConfig config = ReadTracerConfig([](const char* name) -> const char* {
+    if (std::string(name) == "GPUPRIO_TRACE_MAX_MB") return "lots";
+    if (std::string(name) == "GPUPRIO_TRACE") return "/tmp/x.json";
+    return nullptr;
+  });
+  CHECK(config.path == "/tmp/x.json");
+  CHECK(config.max_bytes == size_t{512} << 20);
+}
+
+TEST_CASE("libcupti is searched in the documented order", "[tracer]") {
+  const auto defaults = CuptiSearchPaths("");
+  REQUIRE(defaults.size() == 3);
+  CHECK(defaults[0] == "libcupti.so.13");
+  CHECK(defaults[1] == "/usr/local/cuda/lib64/libcupti.so.13");
+  CHECK(defaults[2] == "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+  CHECK(CuptiSearchPaths("/x/libcupti.so") == std::vector<std::string>{"/x/libcupti.so"});
+}
+
+TEST_CASE("A libcupti that cannot be loaded gives a clear error and the NVTX fallback",
+          "[tracer]") {
+  const std::string missing = "/nonexistent/gpuprio/libcupti.so.13";
+  const auto api = LoadCuptiLibrary(missing);
+  REQUIRE_FALSE(api.ok());
+  CHECK(api.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(api.status().message()).find(missing) != std::string::npos);
+
+  TracerConfig config;
+  config.path = "/tmp/gpuprio_factory_test_trace.json";
+  config.cupti_library = missing;
+  std::unique_ptr<scheduler::OpObserver> observer = MakeTracer(config);
+  REQUIRE(observer != nullptr);
+  CHECK(dynamic_cast<NvtxAnnotator*>(observer.get()) != nullptr);
+  // No CuptiTracer started: finishing is a no-op, not a crash.
+  FinishTracerAtExit();
+}
+
+TEST_CASE("A library that is not CUPTI is refused by name", "[tracer]") {
+  const auto api = LoadCuptiLibrary("libm.so.6");
+  REQUIRE_FALSE(api.ok());
+  CHECK(api.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(api.status().message()).find("cupti") != std::string::npos);
+}
+
+TEST_CASE("Without a trace or a loaded libcupti there is no observer at all", "[tracer]") {
+  REQUIRE_FALSE(FindLoadedCupti().ok());  // this test binary never loads libcupti
+  CHECK(MakeTracer(TracerConfig{}) == nullptr);
+}
+
+}  // namespace
+}  // namespace gpuprio::tracer
