@@ -107,7 +107,7 @@ TEST_CASE("Trace assembly names counters, threads and the time base", "[tracer]"
   input.ops_issued.push_back(OpIssued{1, 200, 6000, 6100, 0});
   input.api_calls.push_back(ApiCall{ApiCall::Kind::kDriver, 1, "cuLaunchKernel", 1, 1, 200,
                                     4000, 4100});
-  input.counters.push_back(CounterSample{"x", 0, 1});  // ts 0 means unset: ignored
+  input.counters.push_back(CounterSample{"x", "", 0, 1});  // ts 0 means unset: ignored
   CHECK(EarliestTimestamp(input) == 4000);
 
   absl::flat_hash_map<uint32_t, std::string> fixed = {{200, "gpuprio dispatcher (GPU 0)"}};
