@@ -79,6 +79,13 @@ absl::StatusOr<const CuptiApi*> LoadCuptiLibrary(const std::string& override_pat
           api->activity_push_external_correlation_id, &missing);
   Resolve(handle, "cuptiActivityPopExternalCorrelationId",
           api->activity_pop_external_correlation_id, &missing);
+  // Optional: absent from a library, the tracer records every API instead.
+  api->activity_enable_runtime_api = reinterpret_cast<decltype(api->activity_enable_runtime_api)>(
+      dlsym(handle, "cuptiActivityEnableRuntimeApi"));
+  api->activity_enable_driver_api = reinterpret_cast<decltype(api->activity_enable_driver_api)>(
+      dlsym(handle, "cuptiActivityEnableDriverApi"));
+  api->enable_callback =
+      reinterpret_cast<decltype(api->enable_callback)>(dlsym(handle, "cuptiEnableCallback"));
   if (!missing.empty()) {
     // The handle stays open (a library another component loaded must not be unloaded by us).
     std::string message = absl::StrCat(path, " lacks ", missing, " (CUPTI 13 is required)");

@@ -43,6 +43,11 @@ struct CuptiApi {
                                                        uint64_t) = nullptr;
   CUptiResult (*activity_pop_external_correlation_id)(CUpti_ExternalCorrelationKind,
                                                       uint64_t*) = nullptr;
+  // Optional (null when the library lacks them): per-API control of API records and callbacks.
+  CUptiResult (*activity_enable_runtime_api)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult (*activity_enable_driver_api)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId) = nullptr;
 
   // "CUPTI_ERROR_..." text for `result` (falls back to the number).
   std::string ErrorString(CUptiResult result) const;
