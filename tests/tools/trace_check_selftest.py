@@ -343,6 +343,9 @@ class ReportTest(unittest.TestCase):
         calls = "gpuprio: calls api=cuLaunchKernel total=95 dlsym=0 gpa=95 gpa_ptsz=0 exported=0\n"
         put_run(self.wd, "resnet50_trace", result=ok, stderr=calls)
         write_json(os.path.join(self.out, tc.RESNET_TRACE), make_gpuprio_trace(100))
+        # The fast-path run: the same trace is fine (its check only drops the dispatcher rule).
+        put_run(self.wd, "resnet50_trace_fast", result=ok, stderr=calls)
+        write_json(os.path.join(self.wd, tc.RESNET_TRACE_FAST), make_gpuprio_trace(100))
         for r in (1, 2, 3):
             for cfg, m in (("native", 2.0), ("schedule", 2.2), ("trace", 2.4 + r * 0.01)):
                 put_run(self.wd, f"latency.{cfg}.r{r}", result={"ok": True, "mean_ms": m, "p50_ms": m - 0.1,

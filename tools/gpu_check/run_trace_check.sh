@@ -73,7 +73,8 @@ run_one() {
   while [[ $# -gt 0 && "$1" != "--" ]]; do genv+=("$1"); shift; done
   shift
   local base="$work/$name"
-  local -a env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_TRACE -u GPUPRIO_PRIORITY)
+  local -a env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_TRACE -u GPUPRIO_PRIORITY
+                     -u GPUPRIO_DIRECT_ISSUE)
   local with_lib=0
   if ((${#genv[@]})); then
     with_lib=1
@@ -108,13 +109,17 @@ run_one() {
 
 say "work dir $work; library $lib; $( ((native_only)) && echo "native only" || echo "with gpuprio")"
 
-# a: the traced ResNet-50 run.
+# a: the traced ResNet-50 run, every op through the dispatcher (GPUPRIO_DIRECT_ISSUE=0: what the
+# tracer exists for), and again with the fast path on (an idle process issues on its own threads).
 ((native_only)) || run_one resnet50_trace GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
-  GPUPRIO_TRACE="$out/resnet_trace.json" -- resnet50 --iters 3 --batch 8
+  GPUPRIO_DIRECT_ISSUE=0 GPUPRIO_TRACE="$out/resnet_trace.json" -- resnet50 --iters 3 --batch 8
+((native_only)) || run_one resnet50_trace_fast GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
+  GPUPRIO_TRACE="$work/resnet_trace_fast.json" -- resnet50 --iters 3 --batch 8
 
 # c: torch.profiler natively, then under gpuprio.
 run_one profiler.native -- profiler --iters 10 --batch 8 --trace-out "$work/torch_profiler_trace.native.json"
-((native_only)) || run_one profiler.gpuprio GPUPRIO_MODE=schedule -- \
+# Every launch on the dispatcher thread, so the profiler's links depend on the Kineto id carrier.
+((native_only)) || run_one profiler.gpuprio GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0 -- \
   profiler --iters 10 --batch 8 --trace-out "$out/torch_profiler_trace.json"
 
 # d: torch.profiler while gpuprio traces too.
