@@ -51,14 +51,15 @@ constexpr size_t kActivityBufferBytes = size_t{1} << 20;
 // Completed buffers kept for reuse instead of freed.
 constexpr size_t kPooledBuffers = 8;
 
-// RUNTIME and DRIVER are enabled per API (traced_apis.h) where CUPTI allows it, else whole.
+// RUNTIME and DRIVER are enabled whole, then every API outside traced_apis.h is switched off
+// again where CUPTI allows it (enabling single APIs without the kind gave no records at all on
+// the H100 machine, CUPTI 13.0; disabling after the kind is the documented direction).
 constexpr CUpti_ActivityKind kActivityKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
-constexpr CUpti_ActivityKind kApiActivityKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME,
-                                                    CUPTI_ACTIVITY_KIND_DRIVER};
 // Without these the trace cannot join ops to GPU work: failing to enable one is an error.
 bool Essential(CUpti_ActivityKind kind) {
   return kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_DRIVER ||
@@ -116,8 +117,10 @@ class TracerCore {
     return absl::UnavailableError(absl::StrCat(call, " failed: ", api_.ErrorString(result)));
   }
   void FillApiNames();
-  // Turns on API records and runtime callbacks for the APIs of traced_apis.h only.
-  absl::Status EnableTracedApis();
+  // Runtime callbacks for the APIs of traced_apis.h only (the whole domain if none took).
+  absl::Status EnableTracedApiCallbacks();
+  // After RUNTIME and DRIVER are enabled: API records off for every API outside traced_apis.h.
+  void DisableUntracedApiRecords();
 
   uint8_t* AcquireBuffer() ABSL_LOCKS_EXCLUDED(pool_mu_);
   void ReleaseBuffer(uint8_t* buffer) ABSL_LOCKS_EXCLUDED(pool_mu_);
@@ -194,32 +197,44 @@ void CUPTIAPI RuntimeApiCallback(void* /*userdata*/, CUpti_CallbackDomain domain
 
 }  // namespace
 
-absl::Status TracerCore::EnableTracedApis() {
+absl::Status TracerCore::EnableTracedApiCallbacks() {
   const char* name = nullptr;
-  int runtime = 0, driver = 0;
+  int enabled = 0;
   for (uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
     if (api_.get_callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS ||
         name == nullptr || !IsTracedRuntimeApi(name)) {
       continue;
     }
-    // The callback tags the client's ops with the runtime call's correlation id.
-    if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS &&
-        api_.activity_enable_runtime_api(cbid, 1) == CUPTI_SUCCESS) {
-      ++runtime;
+    // The callback tags the client's ops with the runtime call's correlation id; without it the
+    // join falls back to time containment.
+    enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) ==
+               CUPTI_SUCCESS;
+  }
+  if (enabled == 0) {
+    return Check(api_.enable_domain(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API),
+                 "cuptiEnableDomain");
+  }
+  return absl::OkStatus();
+}
+
+void TracerCore::DisableUntracedApiRecords() {
+  const char* name = nullptr;
+  int runtime = 0, driver = 0;
+  for (uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
+    if (api_.get_callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS &&
+        name != nullptr && !IsTracedRuntimeApi(name)) {
+      runtime += api_.activity_enable_runtime_api(cbid, 0) == CUPTI_SUCCESS;
     }
   }
   for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
-    if (api_.get_callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS ||
-        name == nullptr || !IsTracedDriverApi(name)) {
-      continue;
+    if (api_.get_callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS &&
+        name != nullptr && !IsTracedDriverApi(name)) {
+      driver += api_.activity_enable_driver_api(cbid, 0) == CUPTI_SUCCESS;
     }
-    if (api_.activity_enable_driver_api(cbid, 1) == CUPTI_SUCCESS) ++driver;
   }
-  // The driver's launch records are what the join needs on the dispatcher thread.
-  if (driver == 0) return absl::InternalError("CUPTI enabled no driver API records");
-  Log(LogLevel::kDebug, absl::StrFormat("trace: recording %d runtime and %d driver APIs",
+  Log(LogLevel::kDebug, absl::StrFormat("trace: API records off for %d runtime and %d driver "
+                                        "APIs outside stream work and synchronisation",
                                         runtime, driver));
-  return absl::OkStatus();
 }
 
 void TracerCore::FillApiNames() {
@@ -251,10 +266,10 @@ absl::Status TracerCore::Start() {
   if (absl::Status s = Check(subscribed, "cuptiSubscribe"); !s.ok()) return s;
 
   FillApiNames();
-  const bool per_api = api_.activity_enable_runtime_api != nullptr &&
+  const bool per_api = !options_.all_apis && api_.activity_enable_runtime_api != nullptr &&
                        api_.activity_enable_driver_api != nullptr &&
                        api_.enable_callback != nullptr;
-  absl::Status status = per_api ? EnableTracedApis()
+  absl::Status status = per_api ? EnableTracedApiCallbacks()
                                 : Check(api_.enable_domain(1, subscriber_,
                                                            CUPTI_CB_DOMAIN_RUNTIME_API),
                                         "cuptiEnableDomain");
@@ -266,9 +281,7 @@ absl::Status TracerCore::Start() {
         "cuptiActivityRegisterCallbacks");
   }
   std::vector<std::string> optional_failures;
-  std::vector<CUpti_ActivityKind> kinds(std::begin(kActivityKinds), std::end(kActivityKinds));
-  if (!per_api) kinds.insert(kinds.end(), std::begin(kApiActivityKinds), std::end(kApiActivityKinds));
-  for (CUpti_ActivityKind kind : kinds) {
+  for (CUpti_ActivityKind kind : kActivityKinds) {
     if (!status.ok()) break;
     const CUptiResult r = api_.activity_enable(kind);
     if (r == CUPTI_SUCCESS) continue;
@@ -280,12 +293,12 @@ absl::Status TracerCore::Start() {
   }
   if (!status.ok()) {
     for (CUpti_ActivityKind kind : kActivityKinds) api_.activity_disable(kind);
-    for (CUpti_ActivityKind kind : kApiActivityKinds) api_.activity_disable(kind);
     api_.unsubscribe(subscriber_);
     // A callback that already loaded the pointer still finds this (leaked) core.
     g_core.store(nullptr, std::memory_order_release);
     return status;
   }
+  if (per_api) DisableUntracedApiRecords();
   if (!optional_failures.empty()) {
     Log(LogLevel::kWarning, absl::StrCat("trace: CUPTI did not enable activity kinds ",
                                          absl::StrJoin(optional_failures, ", "),

@@ -36,6 +36,8 @@ namespace gpuprio::tracer {
 struct CuptiTracerOptions {
   std::string path;                       // GPUPRIO_TRACE
   size_t max_bytes = size_t{512} << 20;   // GPUPRIO_TRACE_MAX_MB
+  bool all_apis = false;  // GPUPRIO_TRACE_ALL_APIS=1: API records for every call, not only
+                          // stream work and synchronisation (traced_apis.h)
 };
 
 namespace internal {

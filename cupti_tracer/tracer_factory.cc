@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,13 +43,21 @@ absl::StatusOr<TracerConfig> ParseTracerConfig(
     }
     config.max_bytes = static_cast<size_t>(mb) << 20;
   }
+  if (const char* raw = getenv("GPUPRIO_TRACE_ALL_APIS"); raw != nullptr && *raw != '\0') {
+    const absl::string_view value = absl::StripAsciiWhitespace(raw);
+    if (value != "0" && value != "1") {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("GPUPRIO_TRACE_ALL_APIS=\"%s\" is not valid (accepted: 0, 1)", raw));
+    }
+    config.all_apis = value == "1";
+  }
   return config;
 }
 
 TracerConfig ReadTracerConfig(absl::FunctionRef<const char*(const char*)> getenv) {
   absl::StatusOr<TracerConfig> parsed = ParseTracerConfig(getenv);
   if (parsed.ok()) return *std::move(parsed);
-  Log(LogLevel::kError, absl::StrCat(parsed.status().message(), "; using 512"));
+  Log(LogLevel::kError, absl::StrCat(parsed.status().message(), "; using the default"));
   TracerConfig config;
   if (const char* raw = getenv("GPUPRIO_TRACE"); raw != nullptr) config.path = raw;
   if (const char* raw = getenv("GPUPRIO_CUPTI_LIBRARY"); raw != nullptr) config.cupti_library = raw;
@@ -66,6 +75,7 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
   CuptiTracerOptions options;
   options.path = config.path;
   options.max_bytes = config.max_bytes;
+  options.all_apis = config.all_apis;
   absl::StatusOr<std::unique_ptr<CuptiTracer>> tracer = CuptiTracer::Start(**api, options);
   if (!tracer.ok()) return FallBackToNvtx(config, tracer.status().message());
   Log(LogLevel::kInfo, absl::StrFormat("tracing to %s with %s (CUPTI)", config.path, (*api)->path));

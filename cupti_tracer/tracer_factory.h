@@ -7,6 +7,7 @@
 //                           (no observer: the scheduler pays one pointer test per op).
 //   GPUPRIO_TRACE_MAX_MB -> memory cap of the trace, 1..1048576 (default 512).
 //   GPUPRIO_CUPTI_LIBRARY-> the libcupti to load (path or soname) instead of the search list.
+//   GPUPRIO_TRACE_ALL_APIS=1 -> API records for every CUDA call, not only stream work and syncs.
 //
 // Call once, lazily, when the scheduler is created (never from a library constructor: loading
 // CUPTI there is too early). Call FinishTracerAtExit from the exit path after the dispatchers
@@ -28,6 +29,7 @@ struct TracerConfig {
   std::string path;            // GPUPRIO_TRACE; empty: no trace
   size_t max_bytes = size_t{512} << 20;
   std::string cupti_library;   // GPUPRIO_CUPTI_LIBRARY; empty: the default search
+  bool all_apis = false;       // GPUPRIO_TRACE_ALL_APIS: 1 records every API call
 };
 
 // Pure. InvalidArgument names the variable, the bad value and the accepted ones; the caller

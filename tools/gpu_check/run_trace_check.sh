@@ -128,7 +128,7 @@ run_one profiler.native -- profiler --iters 10 --batch 8 --trace-out "$work/torc
   profiler --iters 10 --batch 8 --trace-out "$work/profiler_both.torch_trace.json"
 
 # b: latency, interleaved rounds; round r starts at a different configuration.
-configs=(native schedule trace)
+configs=(native schedule trace trace-all)
 ((native_only)) && configs=(native)
 for ((r = 1; r <= rounds; r++)); do
   n=${#configs[@]}
@@ -139,6 +139,8 @@ for ((r = 1; r <= rounds; r++)); do
       native) run_one "latency.native.r$r" -- "${lat[@]}" ;;
       schedule) run_one "latency.schedule.r$r" GPUPRIO_MODE=schedule -- "${lat[@]}" ;;
       trace) run_one "latency.trace.r$r" GPUPRIO_MODE=schedule GPUPRIO_TRACE="$work/latency_trace.r$r.json" -- "${lat[@]}" ;;
+      trace-all) run_one "latency.trace-all.r$r" GPUPRIO_MODE=schedule GPUPRIO_TRACE_ALL_APIS=1 \
+                   GPUPRIO_TRACE="$work/latency_trace_all.r$r.json" -- "${lat[@]}" ;;
     esac
   done
 done

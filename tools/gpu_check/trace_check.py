@@ -50,7 +50,7 @@ PROFILER_TRACE = "torch_profiler_trace.json"  # OUT: torch.profiler's trace unde
 PROFILER_NATIVE_TRACE = "torch_profiler_trace.native.json"  # WORK: the same natively
 BOTH_TORCH_TRACE = "profiler_both.torch_trace.json"  # WORK: check d, torch.profiler's trace
 BOTH_GPUPRIO_TRACE = "profiler_both.gpuprio_trace.json"  # WORK: check d, gpuprio's trace
-LATENCY_CONFIGS = ["native", "schedule", "trace"]  # run names latency.CONFIG.rR
+LATENCY_CONFIGS = ["native", "schedule", "trace", "trace-all"]  # run names latency.CONFIG.rR
 LATENCY_TRACE = "latency_trace.r{round}.json"  # WORK: the traced latency runs' gpuprio traces
 
 # Driver APIs whose ops produce GPU work (a kernel, copy or set slice): their flows must end on
@@ -643,7 +643,8 @@ def check_b(workdir, native_only):
         c["configs"][cfg] = {"rounds": len(lst), "rounds_ok": len(ok), "median": med,
                              "per_round": [{m: run["result"].get(m) for m in ("mean_ms", "p50_ms", "p99_ms")}
                                            | {"rc": run["rc"], "wall_s": run["wall_s"]} for run in lst]}
-    for cfg, base in (("schedule", "native"), ("trace", "native"), ("trace", "schedule")):
+    for cfg, base in (("schedule", "native"), ("trace", "native"), ("trace", "schedule"),
+                      ("trace-all", "native"), ("trace-all", "schedule")):
         if cfg in c["configs"] and base in c["configs"]:
             a, b = c["configs"][cfg]["median"], c["configs"][base]["median"]
             c.setdefault("ratios", {})[f"{cfg}/{base}"] = {m: ratio(a[m], b[m]) for m in a}
@@ -675,7 +676,8 @@ def overhead_markdown(b):
     def f(v, spec=".3f"):
         return "-" if v is None else format(v, spec)
 
-    labels = {"native": "native", "schedule": "GPUPRIO_MODE=schedule", "trace": "schedule + GPUPRIO_TRACE"}
+    labels = {"native": "native", "schedule": "GPUPRIO_MODE=schedule", "trace": "schedule + GPUPRIO_TRACE",
+              "trace-all": "schedule + GPUPRIO_TRACE + GPUPRIO_TRACE_ALL_APIS=1"}
     for cfg, e in b["configs"].items():
         m = e["median"]
         vs_n = b.get("ratios", {}).get(f"{cfg}/native", {}) if cfg != "native" else {k: 1.0 for k in m}
