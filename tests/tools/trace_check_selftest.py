@@ -347,7 +347,8 @@ class ReportTest(unittest.TestCase):
         put_run(self.wd, "resnet50_trace_fast", result=ok, stderr=calls)
         write_json(os.path.join(self.wd, tc.RESNET_TRACE_FAST), make_gpuprio_trace(100))
         for r in (1, 2, 3):
-            for cfg, m in (("native", 2.0), ("schedule", 2.2), ("trace", 2.4 + r * 0.01)):
+            for cfg, m in (("native", 2.0), ("schedule", 2.2), ("trace", 2.4 + r * 0.01),
+                           ("trace-all", 2.6)):
                 put_run(self.wd, f"latency.{cfg}.r{r}", result={"ok": True, "mean_ms": m, "p50_ms": m - 0.1,
                                                                 "p99_ms": m + 1})
         write_json(os.path.join(self.wd, tc.LATENCY_TRACE.format(round=1)), make_gpuprio_trace(30))
