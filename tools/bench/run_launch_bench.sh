@@ -8,14 +8,15 @@
 # in schedule mode three ways: "schedule" (defaults: the fast path issues on the caller while
 # nothing more important is active), "deferred" (GPUPRIO_DIRECT_ISSUE=0: every launch goes through
 # the dispatcher thread) and "sched-low" (GPUPRIO_PRIORITY=low: budgeted work, always through the
-# dispatcher); 1 and 8 threads; --api driver and runtime; each configuration
+# dispatcher), and "sched-trace" (schedule with GPUPRIO_TRACE: the tracer's cost per launch); 1 and 8 threads; --api driver and runtime; each configuration
 # REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
 # A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal; after a
 # mode has timed out twice its remaining runs are skipped (recorded as skipped), so a hanging mode
 # cannot push the whole script past the device tool's 10-minute limit.
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
-# Environment: LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
+# Environment: MODES (default "native passthrough schedule deferred sched-low sched-trace"),
+# LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
 # BENCH_TIMEOUT (seconds per run, default 20; a normal run takes 1-2 s).
 set -uo pipefail
 
@@ -41,10 +42,11 @@ py="${PYTHON:-python3}"
 say() { printf 'run_launch_bench: %s\n' "$*"; }
 
 [[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
-modes=(native)
-if ((native_only == 0)); then
+read -r -a modes <<<"${MODES:-native passthrough schedule deferred sched-low sched-trace}"
+if ((native_only)); then
+  modes=(native)
+else
   [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
-  modes+=(passthrough schedule deferred sched-low)
 fi
 mkdir -p "$out"
 work="$(mktemp -d /tmp/gpuprio_launch_bench.XXXXXX)"
@@ -57,13 +59,15 @@ for ((r = 1; r <= reps; r++)); do
     for api in driver runtime; do
       for mode in "${modes[@]}"; do
         env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_PRIORITY
-                  -u GPUPRIO_DIRECT_ISSUE)
+                  -u GPUPRIO_DIRECT_ISSUE -u GPUPRIO_TRACE)
         case "$mode" in
           native) ;;
           passthrough) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough) ;;
           schedule) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule) ;;
           deferred) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0) ;;
           sched-low) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low) ;;
+          sched-trace) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule
+                                  GPUPRIO_TRACE="$work/trace.t$threads.$api.r$r.json") ;;
         esac
         tag="$mode.t$threads.$api.r$r"
         if ((${timeouts[$mode]:-0} >= 2)); then
@@ -71,9 +75,14 @@ for ((r = 1; r <= reps; r++)); do
           : >"$work/$tag.out"
           rc=125
         else
+          # A traced run writes ~1 KB of trace per launch at exit: a fifth of the launches keeps the
+          # file and the write short (the per-launch figures compare all the same).
+          n="$launches"
+          [[ "$mode" == sched-trace ]] && n=$((launches / 5))
           timeout -k 5 "$per_run_timeout" "${env_args[@]}" "$bin" --threads "$threads" --api "$api" \
-            --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
+            --launches "$n" >"$work/$tag.out" 2>"$work/$tag.err"
           rc=$?
+          rm -f "$work"/trace.*.json
           ((rc == 124 || rc == 137)) && timeouts[$mode]=$((${timeouts[$mode]:-0} + 1))
         fi
         # One record per run: the program's JSON line (if any) plus what the script knows.
