@@ -95,6 +95,13 @@ absl::StatusOr<Config> ParseConfig(
       return BadValue("GPUPRIO_DIRECT_ISSUE", raw, "1, 0");
     }
   }
+  if (const char* raw = getenv("GPUPRIO_MAX_QUEUED"); raw != nullptr && *raw != '\0') {
+    int64_t ops = 0;
+    if (!absl::SimpleAtoi(raw, &ops) || ops < 2 || ops > 1'000'000) {
+      return BadValue("GPUPRIO_MAX_QUEUED", raw, "an integer number of ops per stream, 2..1000000");
+    }
+    config.max_queued = static_cast<uint64_t>(ops);
+  }
   return config;
 }
 

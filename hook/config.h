@@ -29,14 +29,15 @@ struct Config {
   int default_priority = 0;          // GPUPRIO_PRIORITY: low | normal | high | -100..100
   uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
   bool direct_issue = true;          // GPUPRIO_DIRECT_ISSUE: 1 | 0 (the scheduler's fast path)
+  uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
 };
 
 // "low" / "normal" / "high" or an integer in [-100, 100]; nullopt otherwise.
 std::optional<int> ParsePriority(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
-// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US and GPUPRIO_DIRECT_ISSUE through `getenv`; unset
-// means the default. Returns InvalidArgument naming the variable, the bad value and the accepted
+// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE and GPUPRIO_MAX_QUEUED
+// through `getenv`; unset means the default. Returns InvalidArgument naming the variable, the bad value and the accepted
 // ones.
 absl::StatusOr<Config> ParseConfig(
     absl::FunctionRef<const char*(const char*)> getenv);

@@ -67,13 +67,17 @@ void Dispatcher::Stop() {
 void Dispatcher::Submit(Op* op) {
   StreamState* s = op->stream;
   queued_.fetch_add(1, std::memory_order_seq_cst);
-  s->submitted.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t submitted = s->submitted.fetch_add(1, std::memory_order_seq_cst) + 1;
   levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
   levels_->NoteSubmit(op->priority, op->submit_ns);
-  inbox_.Push(op);
+  inbox_.Push(op);  // `op` belongs to the dispatcher from here on
   if (parked_.load(std::memory_order_seq_cst)) {
     absl::MutexLock lock(&mu_);
     wake_cv_.Signal();
+  }
+  const uint64_t limit = options_.max_queued_per_stream;
+  if (submitted - s->issued.load(std::memory_order_acquire) > limit) {
+    WaitIssued(s, submitted - limit / 2);
   }
 }
 

@@ -44,7 +44,8 @@ class Dispatcher {
   int device() const { return device_; }
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
-  // parked dispatcher.
+  // parked dispatcher. Blocks only when the stream has more than max_queued_per_stream unissued
+  // ops (backpressure), until half of them are issued.
   void Submit(Op* op);
 
   // Client, fast path: true when nothing submitted to this dispatcher is still unissued, so an op

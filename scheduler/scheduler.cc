@@ -1,5 +1,7 @@
 #include "scheduler/scheduler.h"
 
+#include <time.h>
+
 #include <chrono>
 
 #include "absl/strings/str_format.h"
@@ -48,6 +50,15 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The fast path's clock: CLOCK_MONOTONIC at the kernel tick's resolution (1-4 ms) for a third of
+// the cost of a precise read (about 5 against 15-20 ns). It only feeds the ceiling window (500 ms,
+// submit times kept at 1 ms granularity), and it is steady_clock's clock, a tick behind at most.
+int64_t CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -150,14 +161,14 @@ bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) const {
   // Nothing above this level was ever seen: the common case costs no clock read.
   if (priority >= levels_.MaxSeen()) return true;
   return priority >=
-         levels_.Ceiling(options_.unbudgeted_priority, NowNs(), options_.ceiling_window_ns);
+         levels_.Ceiling(options_.unbudgeted_priority, CoarseNowNs(), options_.ceiling_window_ns);
 }
 
 void Scheduler::NoteDirect(StreamState* stream, int priority) {
   PriorityLevelStats& level = levels_.At(priority);
   level.ops_inline.fetch_add(1, std::memory_order_relaxed);
   // Keeps this level's ceiling window alive: lower levels stay on their budget while it runs.
-  levels_.NoteSubmit(priority, NowNs());
+  levels_.NoteSubmit(priority, CoarseNowNs());
   stream->dispatcher->NoteDirect(stream, priority);
 }
 

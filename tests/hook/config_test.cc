@@ -46,6 +46,32 @@ TEST_CASE("ParseConfig names the variable, the bad value and the accepted ones",
     REQUIRE_FALSE(config.ok());
     CHECK(std::string(config.status().message()).find("GPUPRIO_LOG") != std::string::npos);
   }
+  SECTION("direct issue") {
+    const auto config = ParseFrom({{"GPUPRIO_DIRECT_ISSUE", "yes"}});
+    REQUIRE_FALSE(config.ok());
+    CHECK(std::string(config.status().message()).find("GPUPRIO_DIRECT_ISSUE") !=
+          std::string::npos);
+  }
+  SECTION("max queued") {
+    for (const char* bad : {"1", "0", "-5", "1000001", "many"}) {
+      const auto config = ParseFrom({{"GPUPRIO_MAX_QUEUED", bad}});
+      INFO(bad);
+      REQUIRE_FALSE(config.ok());
+      CHECK(std::string(config.status().message()).find("GPUPRIO_MAX_QUEUED") !=
+            std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("ParseConfig reads the fast path switch and the queue limit", "[hook]") {
+  const auto defaults = ParseFrom({});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->direct_issue);
+  CHECK(defaults->max_queued == 1024);
+  const auto set = ParseFrom({{"GPUPRIO_DIRECT_ISSUE", "0"}, {"GPUPRIO_MAX_QUEUED", "64"}});
+  REQUIRE(set.ok());
+  CHECK_FALSE(set->direct_issue);
+  CHECK(set->max_queued == 64);
 }
 
 }  // namespace

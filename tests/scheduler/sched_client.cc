@@ -15,6 +15,9 @@
 //             launches one 30 ms kernel and does not wait; a low-priority thread then launches 3
 //             kernels; prints whether the first low launch reached the driver only after the high
 //             kernel ended (work a client issued itself still holds lower priorities back).
+//   backpressure  a low-priority thread launches 400 x 200 us kernels, held back by the budget;
+//             prints how many had reached the driver when its last launch returned (with
+//             GPUPRIO_MAX_QUEUED=N, at least 400 - N: the thread waited instead of queueing all).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -356,16 +359,41 @@ int Direct() {
   return fake_client::Succeed();
 }
 
+int Backpressure() {
+  Init();
+  CUfunction sleep = Function("sleep_ns");
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
+  SetThreadPriority(-1);
+  constexpr int kLaunches = 400;
+  uint64_t ns = 200'000;
+  void* args[] = {&ns};
+  for (int i = 0; i < kLaunches; ++i) {
+    CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr), "launch");
+  }
+  int reached = 0;
+  for (uint64_t i = 0, n = fakecuda_call_count(); i < n; ++i) {
+    fakecuda_call_record c;
+    fakecuda_get_call(i, &c);
+    reached += std::strcmp(c.api, "cuLaunchKernel") == 0 &&
+               c.stream == reinterpret_cast<uint64_t>(stream);
+  }
+  CheckCu(cuStreamSynchronize(stream), "sync");
+  std::printf("launches=%d reached_driver_at_return=%d\n", kLaunches, reached);
+  return fake_client::Succeed();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   fake_client::g_client_name = "sched_client";
-  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct");
+  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct|backpressure");
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   if (scenario == "stress") return Stress();
   if (scenario == "error") return Error(argc > 2 && std::string(argv[2]) == "scheduled");
   if (scenario == "priority") return Priority();
   if (scenario == "direct") return Direct();
+  if (scenario == "backpressure") return Backpressure();
   Fail("unknown scenario");
 }

@@ -154,4 +154,21 @@ TEST_CASE("The fast path issues on the caller's thread and still holds lower pri
   }
 }
 
+TEST_CASE("A thread that runs ahead of its stream's issue waits instead of queueing without bound",
+          "[scheduler]") {
+  const std::string client = Path("tests/scheduler/sched_client");
+  // The budget (1 ms) holds the 200 us low-priority kernels back: five at a time reach the driver.
+  const auto limited =
+      Values(Run({client, "backpressure"},
+                 ClientEnv("schedule", {{"GPUPRIO_MAX_QUEUED", "64"}, {"GPUPRIO_BUDGET_US", "1000"}}))
+                 .stdout_text);
+  REQUIRE(limited.count("launches") == 1);
+  // When the last launch returned, at most 64 launches were still waiting in gpuprio.
+  CHECK(limited.at("reached_driver_at_return") >= limited.at("launches") - 64);
+  // With the default limit (1024) all 400 are accepted at once and wait in gpuprio.
+  const auto unlimited = Values(
+      Run({client, "backpressure"}, ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", "1000"}})).stdout_text);
+  CHECK(unlimited.at("reached_driver_at_return") < unlimited.at("launches") - 64);
+}
+
 }  // namespace

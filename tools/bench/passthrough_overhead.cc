@@ -1,7 +1,8 @@
 // What an intercepted call costs: times calls to cuLaunchKernel and cuStreamQuery obtained the
 // way libcudart obtains them (dlopen, dlsym "cuGetProcAddress_v2", lookups through it), against
 // tools/bench/null_driver, whose functions return at once. Run it natively and with
-// libgpuprio.so preloaded (GPUPRIO_MODE=passthrough); the difference is the wrapper's cost.
+// libgpuprio.so preloaded (GPUPRIO_MODE=passthrough, or schedule: the fast path, or schedule with
+// GPUPRIO_DIRECT_ISSUE=0: the client side of a deferred launch); the difference is gpuprio's cost.
 // Prints one JSON line: best-of-rounds nanoseconds per call.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -51,9 +52,19 @@ int main(int argc, char** argv) {
   const bool wrapped = dladdr(launch_fn, &info) != 0 && info.dli_fname != nullptr &&
                        std::string_view(info.dli_fname).find("libgpuprio") != std::string_view::npos;
   volatile CUresult sink = CUDA_SUCCESS;
+  // A function and a created stream (any non-null handles: the null driver ignores them), so
+  // schedule mode schedules the launches instead of running them inline.
+  const auto function = reinterpret_cast<CUfunction>(0x2000);
+  const auto stream = reinterpret_cast<CUstream>(0x3000);
   const double launch_ns = BestNsPerCall(
-      [&] { sink = launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr); }, 7, calls);
-  const double query_ns = BestNsPerCall([&] { sink = query(nullptr); }, 7, calls);
+      [&] { sink = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr); }, 7, calls);
+  if (sink != CUDA_SUCCESS) {
+    std::fprintf(stderr, "passthrough_overhead: a launch failed (%d)\n", static_cast<int>(sink));
+    return 1;
+  }
+  // (With launches still queued in schedule mode a query answers CUDA_ERROR_NOT_READY: timed all
+  // the same.)
+  const double query_ns = BestNsPerCall([&] { sink = query(stream); }, 7, calls);
   std::printf("{\"wrapped\": %s, \"calls\": %ld, \"cuLaunchKernel_ns\": %.2f, "
               "\"cuStreamQuery_ns\": %.2f}\n",
               wrapped ? "true" : "false", calls, launch_ns, query_ns);
