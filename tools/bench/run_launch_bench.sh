@@ -59,13 +59,17 @@ for ((r = 1; r <= reps; r++)); do
     for api in driver runtime; do
       for mode in "${modes[@]}"; do
         env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_PRIORITY
-                  -u GPUPRIO_DIRECT_ISSUE -u GPUPRIO_TRACE)
+                  -u GPUPRIO_DIRECT_ISSUE -u GPUPRIO_TRACE -u GPUPRIO_MAX_QUEUED)
         case "$mode" in
           native) ;;
           passthrough) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough) ;;
           schedule) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule) ;;
-          deferred) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0) ;;
-          sched-low) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low) ;;
+          # No backpressure in these two (GPUPRIO_MAX_QUEUED high): "call" is then the client-side
+          # cost of queueing a launch, the rate is the dispatcher's.
+          deferred) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0
+                               GPUPRIO_MAX_QUEUED=1000000) ;;
+          sched-low) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low
+                                GPUPRIO_MAX_QUEUED=1000000) ;;
           sched-trace) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule
                                   GPUPRIO_TRACE="$work/trace.t$threads.$api.r$r.json") ;;
         esac
