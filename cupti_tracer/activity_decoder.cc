@@ -29,42 +29,35 @@ void DecodeApi(const CUpti_ActivityAPI& r, ApiCall::Kind kind, const ApiNameTabl
   out->api_calls.push_back(std::move(call));
 }
 
-void DecodeKernel(const CUpti_ActivityKernel10& r, DecodedActivity* out) {
+// The fields every GPU record (kernel, copy, set) shares.
+template <typename Record>
+GpuActivity GpuActivityFrom(const Record& r, GpuActivity::Kind kind) {
   GpuActivity a;
-  a.kind = GpuActivity::Kind::kKernel;
+  a.kind = kind;
   a.correlation_id = r.correlationId;
   a.device_id = r.deviceId;
   a.context_id = r.contextId;
   a.stream_id = r.streamId;
   a.start_ns = Ns(r.start);
   a.end_ns = Ns(r.end);
+  return a;
+}
+
+void DecodeKernel(const CUpti_ActivityKernel10& r, DecodedActivity* out) {
+  GpuActivity a = GpuActivityFrom(r, GpuActivity::Kind::kKernel);
   a.name = r.name != nullptr ? r.name : "kernel";
   out->gpu_activities.push_back(std::move(a));
 }
 
 void DecodeMemcpy(const CUpti_ActivityMemcpy6& r, DecodedActivity* out) {
-  GpuActivity a;
-  a.kind = GpuActivity::Kind::kMemcpy;
-  a.correlation_id = r.correlationId;
-  a.device_id = r.deviceId;
-  a.context_id = r.contextId;
-  a.stream_id = r.streamId;
-  a.start_ns = Ns(r.start);
-  a.end_ns = Ns(r.end);
+  GpuActivity a = GpuActivityFrom(r, GpuActivity::Kind::kMemcpy);
   a.name = MemcpyKindName(r.copyKind);
   a.bytes = r.bytes;
   out->gpu_activities.push_back(std::move(a));
 }
 
 void DecodeMemset(const CUpti_ActivityMemset4& r, DecodedActivity* out) {
-  GpuActivity a;
-  a.kind = GpuActivity::Kind::kMemset;
-  a.correlation_id = r.correlationId;
-  a.device_id = r.deviceId;
-  a.context_id = r.contextId;
-  a.stream_id = r.streamId;
-  a.start_ns = Ns(r.start);
-  a.end_ns = Ns(r.end);
+  GpuActivity a = GpuActivityFrom(r, GpuActivity::Kind::kMemset);
   a.name = "Memset";
   a.bytes = r.bytes;
   out->gpu_activities.push_back(std::move(a));

@@ -21,19 +21,7 @@
 # EXTRA_ARGS (more interference flags, e.g. "--low-fill none"), PYTHON (python3).
 set -uo pipefail
 
-usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
-[[ $# -ge 1 ]] || usage
-out="$1"; shift
-native_only=0
-for arg in "$@"; do
-  case "$arg" in
-    --native-only) native_only=1 ;;
-    *) usage ;;
-  esac
-done
-
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo"
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
 bin="$repo/.gpu/interference"
 lib="$repo/.gpu/libgpuprio.so"
 low_list="${LOW_MS:-0.2 2 20}"

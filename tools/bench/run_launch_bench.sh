@@ -20,19 +20,7 @@
 # BENCH_TIMEOUT (seconds per run, default 20; a normal run takes 1-2 s).
 set -uo pipefail
 
-usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
-[[ $# -ge 1 ]] || usage
-out="$1"; shift
-native_only=0
-for arg in "$@"; do
-  case "$arg" in
-    --native-only) native_only=1 ;;
-    *) usage ;;
-  esac
-done
-
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo"
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
 bin="$repo/.gpu/launch_rate"
 lib="$repo/.gpu/libgpuprio.so"
 launches="${LAUNCHES:-100000}"

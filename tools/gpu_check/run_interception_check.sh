@@ -17,19 +17,7 @@
 # natively the slowest check took 17 s on the H100).
 set -uo pipefail
 
-usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
-[[ $# -ge 1 ]] || usage
-out="$1"; shift
-native_only=0
-for arg in "$@"; do
-  case "$arg" in
-    --native-only) native_only=1 ;;
-    *) usage ;;
-  esac
-done
-
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo"
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
 py="${PYTHON:-python3}"
 per_run_timeout="${GPUPRIO_CHECK_TIMEOUT:-60}"
 lib="$repo/.gpu/libgpuprio.so"

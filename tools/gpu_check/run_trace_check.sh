@@ -30,19 +30,7 @@
 # default 450), ROUNDS (3), ITERS (latency iterations, 500), WARMUP (50).
 set -uo pipefail
 
-usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
-[[ $# -ge 1 ]] || usage
-out="$1"; shift
-native_only=0
-for arg in "$@"; do
-  case "$arg" in
-    --native-only) native_only=1 ;;
-    *) usage ;;
-  esac
-done
-
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
 py="${PYTHON:-python3}"
 lib="${GPUPRIO_LIB:-$repo/.gpu/libgpuprio.so}"
 script="$repo/tools/gpu_check/trace_check.py"
