@@ -77,7 +77,8 @@ void Dispatcher::Submit(Op* op) {
   }
   const uint64_t limit = options_.max_queued_per_stream;
   if (submitted - s->issued.load(std::memory_order_acquire) > limit) {
-    WaitIssued(s, submitted - limit / 2);
+    // Not while the dispatcher stops (exit, fork, capture): it may issue nothing until restarted.
+    WaitIssued(s, submitted - limit / 2, /*unless_stopping=*/true);
   }
 }
 
@@ -124,18 +125,20 @@ void Dispatcher::SetContext(CUcontext context) {
   if (driver_.ctx_set_current(context) == CUDA_SUCCESS) current_context_ = context;
 }
 
-void Dispatcher::WaitIssued(StreamState* stream, uint64_t count) {
+void Dispatcher::WaitIssued(StreamState* stream, uint64_t count, bool unless_stopping) {
+  auto done = [&] {
+    return stream->issued.load(std::memory_order_seq_cst) >= count ||
+           (unless_stopping && stop_.load(std::memory_order_seq_cst));
+  };
   for (int i = 0; i < 2000; ++i) {
-    if (stream->issued.load(std::memory_order_acquire) >= count) return;
+    if (done()) return;
     CpuRelax();
   }
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
     // The timeout is a backstop only; NotifyWaiters wakes us as soon as the op is issued.
-    while (stream->issued.load(std::memory_order_seq_cst) < count) {
-      issued_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
-    }
+    while (!done()) issued_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
   }
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }

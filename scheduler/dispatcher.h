@@ -57,8 +57,9 @@ class Dispatcher {
   // has completed. Lock-free; no allocation.
   void NoteDirect(StreamState* stream, int priority);
 
-  // Client: blocks until `stream` has issued at least `count` ops.
-  void WaitIssued(StreamState* stream, uint64_t count);
+  // Client: blocks until `stream` has issued at least `count` ops (or, with `unless_stopping`,
+  // until the dispatcher is stopping).
+  void WaitIssued(StreamState* stream, uint64_t count, bool unless_stopping = false);
 
   // Client, before the real cuStreamDestroy (after every op of the stream was issued): from now
   // on the dispatcher records nothing on the stream (its in-flight work counts as complete).
