@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "cupti_tracer/thread_event_log.h"
 #include "cupti_tracer/trace_assembly.h"
 #include "cupti_tracer/traced_apis.h"
+#include "scheduler/clock.h"
 #include "scheduler/logging.h"
 #include "scheduler/stream_state.h"
 
@@ -67,11 +67,6 @@ bool Essential(CUpti_ActivityKind kind) {
 }
 
 
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -110,7 +105,7 @@ class TracerCore {
   // `steady_ns` (steady_clock, as the scheduler measures) on CUPTI's clock, given CUPTI's now.
   static int64_t ToCupti(int64_t steady_ns, int64_t cupti_now) {
     if (steady_ns == 0) return cupti_now;
-    return cupti_now - (SteadyNowNs() - steady_ns);
+    return cupti_now - (scheduler::SteadyNowNs() - steady_ns);
   }
   absl::Status Check(CUptiResult result, const char* call) const {
     if (result == CUPTI_SUCCESS) return absl::OkStatus();

@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 
-#include <chrono>
 #include <cstdlib>
 
 #include "absl/base/attributes.h"
@@ -112,12 +111,6 @@ scheduler::Scheduler* ActiveScheduler() {
   if (t_creating_scheduler) return nullptr;
   absl::call_once(g_once, CreateScheduler);
   return g_scheduler.load(std::memory_order_acquire);
-}
-
-int64_t MonotonicNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace gpuprio::hook

@@ -36,7 +36,6 @@ T FirstArg(First first, Rest... rest) {
   }
 }
 
-int64_t MonotonicNowNs();
 
 }  // namespace gpuprio::hook
 

@@ -1,23 +1,17 @@
 #include "scheduler/dispatcher.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "scheduler/clock.h"
 #include "scheduler/logging.h"
 #include "scheduler/op_pool.h"
 
 namespace gpuprio::scheduler {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -101,7 +95,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority) {
 
 void Dispatcher::AdoptDirectWork() {
   StreamState* s = direct_head_.exchange(nullptr, std::memory_order_acquire);
-  const int64_t now = NowNs();
+  const int64_t now = SteadyNowNs();
   while (s != nullptr) {
     StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
     s->direct_unmarked.store(false, std::memory_order_seq_cst);
@@ -174,7 +168,7 @@ void Dispatcher::Run() {
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
-    const int64_t now = NowNs();
+    const int64_t now = SteadyNowNs();
     if (idle_since < 0) idle_since = now;
     if (now - idle_since < static_cast<int64_t>(options_.spin_before_park_ns)) {
       CpuRelax();
@@ -222,7 +216,7 @@ void Dispatcher::AdjustPending(int priority, int delta) {
   counts->pending += delta;
   if (observer_ != nullptr) {
     observer_->OnQueueState(device_, priority, counts->pending,
-                            BelowCeilingInFlightNs(Ceiling(NowNs())));
+                            BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
   }
 }
 
@@ -317,7 +311,7 @@ bool Dispatcher::IssueNext() {
   }
   Op* op = q->pending.front();
   if (!inherited) {
-    const int64_t now = NowNs();
+    const int64_t now = SteadyNowNs();
     const int ceiling = Ceiling(now);
     const AdmissionSnapshot snapshot{HighestActiveExcept(q), ceiling,
                                      BelowCeilingInFlightNs(ceiling), options_.budget_ns};
@@ -334,7 +328,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
   StreamState* s = op->stream;
   SetContext(s->context);
-  const int64_t now = NowNs();
+  const int64_t now = SteadyNowNs();
   PriorityLevelStats& level = levels_->At(op->priority);
   const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
   level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);

@@ -1,10 +1,7 @@
 #include "scheduler/scheduler.h"
 
-#include <time.h>
-
-#include <chrono>
-
 #include "absl/strings/str_format.h"
+#include "scheduler/clock.h"
 #include "scheduler/logging.h"
 
 namespace gpuprio::scheduler {
@@ -44,21 +41,6 @@ using internal_scheduler::t_scheduler_thread;
 // CUDA: lower is more urgent, 0 is the default. gpuprio: higher is more important.
 int FromCudaStreamPriority(int cuda_priority) {
   return cuda_priority < 0 ? ClampPriority(-cuda_priority) : kPriorityUnset;
-}
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The fast path's clock: CLOCK_MONOTONIC at the kernel tick's resolution (1-4 ms) for a third of
-// the cost of a precise read (about 5 against 15-20 ns). It only feeds the ceiling window (500 ms,
-// submit times kept at 1 ms granularity), and it is steady_clock's clock, a tick behind at most.
-int64_t CoarseNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -150,7 +132,7 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
 }
 
 void Scheduler::Submit(Op* op) {
-  if (op->submit_ns == 0) op->submit_ns = NowNs();
+  if (op->submit_ns == 0) op->submit_ns = SteadyNowNs();
   if (observer_ != nullptr) observer_->OnSubmit(*op);
   op->stream->dispatcher->Submit(op);
 }

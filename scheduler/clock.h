@@ -1,0 +1,30 @@
+// The one clock of the scheduler and its clients: op submit and issue times, the ceiling window,
+// completion times. CLOCK_MONOTONIC, in nanoseconds (steady_clock is CLOCK_MONOTONIC on Linux).
+#ifndef GPUPRIO_SCHEDULER_CLOCK_H_
+#define GPUPRIO_SCHEDULER_CLOCK_H_
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace gpuprio::scheduler {
+
+inline int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The same clock at the kernel tick's resolution (1-4 ms) for a third of the cost (about 5 against
+// 15-20 ns): for the fast path, whose only use of time is the ceiling window (500 ms, submit times
+// kept at 1 ms granularity). At most a tick behind SteadyNowNs.
+inline int64_t CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_CLOCK_H_
