@@ -46,7 +46,7 @@ for scenario in launch_forms streams; do
   LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
     "$bin/tests/fake_cuda/clients/cudart_like_client" "$scenario"
 done
-say "priority: 100 x 1 ms low-priority kernels, then a high-priority chain of 5 x 200 us"
+say "priority: 40 x 5 ms low-priority kernels, then a high-priority chain of 5 x 200 us"
 printf 'native:    '; "$bin/tests/scheduler/sched_client" priority | head -n 1
 printf 'scheduled: '; LD_PRELOAD="$lib" GPUPRIO_MODE=schedule "$bin/tests/scheduler/sched_client" priority |
   head -n 1
