@@ -75,6 +75,7 @@ class KinetoCarrier : public scheduler::OpObserver {
       : carrier_(finder) {}
 
   void OnSubmit(scheduler::Op& op) override { carrier_.Capture(op.trace); }
+  bool WantsTimings() const override { return false; }
   void OnInline(const char*, int, CUstream, int64_t, int64_t) override {}
   void OnDispatcherStart(int) override {}
   void OnIssueBegin(const scheduler::Op& op) override { carrier_.Push(op.trace); }

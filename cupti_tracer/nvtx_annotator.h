@@ -27,6 +27,7 @@ class NvtxAnnotator : public scheduler::OpObserver {
       : carrier_(finder) {}
 
   void OnSubmit(scheduler::Op& op) override;
+  bool WantsTimings() const override { return false; }
   void OnInline(const char*, int, CUstream, int64_t, int64_t) override {}
   void OnDispatcherStart(int device) override;
   void OnIssueBegin(const scheduler::Op& op) override;

@@ -65,7 +65,7 @@ CUresult IssueTupleOp(scheduler::Op& op) {
 template <ApiId kId, typename Call>
 CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* stream, int priority,
                       Call call) {
-  scheduler::OpObserver* observer = s->observer();
+  scheduler::OpObserver* observer = s->timing_observer();
   if (observer == nullptr) {
     DriverCallScope in_driver;
     return call();

@@ -38,6 +38,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       options_(options),
       levels_(levels),
       observer_(observer),
+      observer_wants_timings_(observer != nullptr && observer->WantsTimings()),
       estimates_(options.default_estimate_ns) {
   Start();
 }
@@ -214,7 +215,7 @@ void Dispatcher::AdjustPending(int priority, int delta) {
   }
   if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0});
   counts->pending += delta;
-  if (observer_ != nullptr) {
+  if (observer_wants_timings_) {
     observer_->OnQueueState(device_, priority, counts->pending,
                             BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
   }

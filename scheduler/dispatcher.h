@@ -119,6 +119,7 @@ class Dispatcher {
   const SchedulerOptions options_;
   PriorityLevels* const levels_;
   OpObserver* const observer_;
+  const bool observer_wants_timings_;
 
   OpInbox inbox_;
   // Ops submitted and not yet issued (the fast path's test).

@@ -35,6 +35,11 @@ class OpObserver {
  public:
   virtual ~OpObserver() = default;
 
+  // Whether OnInline and OnQueueState matter to this observer. Read once when the scheduler is
+  // built: when false they are never called, so their arguments (two clock reads per inline op,
+  // the budget sum per queued op) cost nothing.
+  virtual bool WantsTimings() const { return true; }
+
   // The op is about to be queued; `op.name`, `op.priority`, `op.stream`, `op.submit_ns` are set.
   // Fills `op.trace`.
   virtual void OnSubmit(Op& op) = 0;

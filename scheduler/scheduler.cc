@@ -47,7 +47,10 @@ int FromCudaStreamPriority(int cuda_priority) {
 
 Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& driver,
                      OpObserver* observer)
-    : options_(options), driver_(driver), observer_(observer) {}
+    : options_(options),
+      driver_(driver),
+      observer_(observer),
+      timing_observer_(observer != nullptr && observer->WantsTimings() ? observer : nullptr) {}
 
 Scheduler::~Scheduler() { StopDispatchers(); }
 

@@ -41,6 +41,8 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   const DriverFunctions& driver() const { return driver_; }
   OpObserver* observer() const { return observer_; }
+  // The observer if it wants OnInline / OnQueueState (OpObserver::WantsTimings), else null.
+  OpObserver* timing_observer() const { return timing_observer_; }
 
   // The scheduled stream a call names, or null when gpuprio does not defer work on it: the
   // per-thread default stream (CU_STREAM_PER_THREAD, or 0 through a _ptsz/_ptds entry point),
@@ -130,6 +132,7 @@ class Scheduler {
   const SchedulerOptions options_;
   const DriverFunctions driver_;
   OpObserver* const observer_;
+  OpObserver* const timing_observer_;
   PriorityLevels levels_;
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};

@@ -98,6 +98,13 @@ TEST_CASE("Without libcupti the carrier looks for it again only every N ops", "[
   fresh_thread.join();
 }
 
+TEST_CASE("KinetoCarrier and NvtxAnnotator ask for no timings (they ignore them)", "[tracer]") {
+  KinetoCarrier kineto(&FakeFinder);
+  NvtxAnnotator nvtx(&FakeFinder);
+  CHECK_FALSE(kineto.WantsTimings());
+  CHECK_FALSE(nvtx.WantsTimings());
+}
+
 TEST_CASE("KinetoCarrier and NvtxAnnotator push and pop in balance around the real call",
           "[tracer]") {
   g_loaded = true;
