@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "hook/call_counters.h"
 #include "hook/config.h"
+#include "hook/scheduler_bridge.h"
 #include "scheduler/logging.h"
 
 namespace gpuprio::hook {
@@ -28,6 +29,7 @@ __attribute__((constructor)) void InitializeGpuprio() {
   (void)GetConfig();  // a bad GPUPRIO_* value is reported now, once
   std::atexit(LogCallSummaryAtExit);
   pthread_atfork(nullptr, nullptr, AfterForkInChild);
+  InstallForkHandlers();
 }
 
 }  // namespace

@@ -22,10 +22,14 @@ using KernelGetAttribute = CUresult(CUDAAPI*)(int*, CUfunction_attribute, CUkern
 using CtxGetDevice = CUresult(CUDAAPI*)(CUdevice*);
 
 ABSL_CONST_INIT std::atomic<uint64_t> g_epoch{1};
-ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);
+ABSL_CONST_INIT absl::Mutex g_first_mu(absl::kConstInit);
+// Replaced only in a forked child, where one thread runs: threads of the parent may be queued on
+// the old mutex.
+absl::Mutex* g_mu_ptr = &g_first_mu;
+absl::Mutex& Mu() { return *g_mu_ptr; }
 // Never destroyed (wrappers run during exit); old layouts stay alive for threads that still hold
 // a pointer from before an invalidation.
-absl::flat_hash_map<CUfunction, const ParamLayout*>* g_layouts ABSL_GUARDED_BY(g_mu) = nullptr;
+absl::flat_hash_map<CUfunction, const ParamLayout*>* g_layouts ABSL_GUARDED_BY(Mu()) = nullptr;
 
 }  // namespace
 
@@ -115,7 +119,7 @@ const ParamLayout* FindParamLayout(CUfunction function) {
   if (entry.function == function && entry.epoch == epoch) return entry.layout;
   const ParamLayout* layout = nullptr;
   {
-    absl::ReaderMutexLock lock(&g_mu);
+    absl::ReaderMutexLock lock(&Mu());
     if (g_layouts != nullptr) {
       auto it = g_layouts->find(function);
       if (it != g_layouts->end()) layout = it->second;
@@ -124,7 +128,7 @@ const ParamLayout* FindParamLayout(CUfunction function) {
   if (layout == nullptr) {
     layout = ReadLayout(function);
     if (layout == nullptr) return nullptr;
-    absl::MutexLock lock(&g_mu);
+    absl::MutexLock lock(&Mu());
     if (g_layouts == nullptr) g_layouts = new absl::flat_hash_map<CUfunction, const ParamLayout*>();
     auto [it, inserted] = g_layouts->try_emplace(function, layout);
     if (!inserted) layout = it->second;  // another thread was first; ours is kept alive anyway
@@ -134,8 +138,20 @@ const ParamLayout* FindParamLayout(CUfunction function) {
 }
 
 void InvalidateParamLayouts() {
-  absl::MutexLock lock(&g_mu);
+  absl::MutexLock lock(&Mu());
   if (g_layouts != nullptr) g_layouts->clear();
+  g_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// fork(): the child must find the cache consistent and its mutex free, whatever the parent's
+// other threads were doing. The prepare handler takes the mutex (so no update is half done), the
+// parent releases it, and the child starts from an empty cache behind a fresh mutex: its driver
+// is a new one (CUDA cannot be used across fork), so no parent layout applies.
+void LockParamLayoutsForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Lock(); }
+void UnlockParamLayoutsInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Unlock(); }
+void ResetParamLayoutsInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_mu_ptr = new absl::Mutex;  // leaked: the old one may name threads that are gone
+  g_layouts = nullptr;         // the parent's map is abandoned with its mutex
   g_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 

@@ -30,6 +30,11 @@ const ParamLayout* FindParamLayout(CUfunction function);
 // After cuModuleUnload / cuLibraryUnload: handles may be reused for other kernels.
 void InvalidateParamLayouts();
 
+// fork() handlers (hook/scheduler_bridge.cc): prepare, parent, child.
+void LockParamLayoutsForFork();
+void UnlockParamLayoutsInParent();
+void ResetParamLayoutsInChild();
+
 }  // namespace gpuprio::hook
 
 #endif  // GPUPRIO_HOOK_PARAM_LAYOUT_CACHE_H_

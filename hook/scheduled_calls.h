@@ -167,20 +167,19 @@ struct InlineCall {
   }
 };
 
-// What a sync call waits for before it runs; returns a deferred error to report instead, or
-// CUDA_SUCCESS.
+// What a sync call waits for before it runs. Returns the scheduled stream it names (null if
+// none), whose deferred error the call reports after the driver has answered.
 template <ApiId kId, typename... Args>
-CUresult WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
+scheduler::StreamState* WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
   if constexpr (kHasArg<CUstream, Args...>) {
-    scheduler::StreamState* stream =
-        StreamOfCall<kId>(s, args...);
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     if (stream == nullptr) {
       s->WaitLegacy(nullptr);
-      return CUDA_SUCCESS;
+      return nullptr;
     }
     s->WaitStream(stream);
     if (stream->legacy) s->WaitContext(stream->context);
-    return s->TakeDeferredError(stream);
+    return stream;
   } else if constexpr (kHasArg<CUevent, Args...>) {
     scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
     if (scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire)) {
@@ -188,23 +187,32 @@ CUresult WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
     }
     // Destroying (or timing) an event that queued waits still name would break them.
     if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
-    return CUDA_SUCCESS;
+    return nullptr;
   } else {
     // Synchronous copies and sets, frees, unloads: they follow all earlier work.
     s->WaitAll();
-    return CUDA_SUCCESS;
+    return nullptr;
   }
+}
+
+// As CUDA reports an asynchronous error: the call first does what it does (a synchronize waits
+// for all of the stream's work, the failed op's successors included), then the deferred error,
+// once, in place of the call's own success.
+inline CUresult WithDeferredError(scheduler::Scheduler* s, scheduler::StreamState* stream,
+                                  CUresult result) {
+  if (stream == nullptr) return result;
+  const CUresult deferred = s->TakeDeferredError(stream);
+  return deferred != CUDA_SUCCESS ? deferred : result;
 }
 
 template <ApiId kId>
 struct GenericSync {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
-    if (scheduler::Scheduler* s = ActiveScheduler()) {
-      const CUresult deferred = WaitBeforeSync<kId>(s, args...);
-      if (deferred != CUDA_SUCCESS) return deferred;
-    }
-    return CallDriver(real, args...);
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) return CallDriver(real, args...);
+    scheduler::StreamState* stream = WaitBeforeSync<kId>(s, args...);
+    return WithDeferredError(s, stream, CallDriver(real, args...));
   }
 };
 

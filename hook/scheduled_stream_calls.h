@@ -111,16 +111,15 @@ template <ApiId kId>
 struct StreamQueryInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
-    if (scheduler::Scheduler* s = ActiveScheduler()) {
-      if (scheduler::StreamState* stream =
-              StreamOfCall<kId>(s, args...)) {
-        // Queued work is work not yet complete; querying must not block.
-        if (stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
-        const CUresult deferred = s->TakeDeferredError(stream);
-        if (deferred != CUDA_SUCCESS) return deferred;
-      }
-    }
-    return CallDriver(real, args...);
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) return CallDriver(real, args...);
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
+    // Queued work is work not yet complete; querying must not block.
+    if (stream != nullptr && stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
+    const CUresult result = CallDriver(real, args...);
+    // A deferred error is reported once the stream's work is done, as a synchronize would.
+    if (result == CUDA_ERROR_NOT_READY) return result;
+    return WithDeferredError(s, stream, result);
   }
 };
 
@@ -128,14 +127,14 @@ template <ApiId kId>
 struct ContextSynchronizeInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
-    if (scheduler::Scheduler* s = ActiveScheduler()) {
-      CUcontext context = FirstArg<CUcontext>(args...);
-      if (context == nullptr) s->driver().ctx_get_current(&context);
-      s->WaitContext(context);
-      const CUresult deferred = s->TakeDeferredError(context);
-      if (deferred != CUDA_SUCCESS) return deferred;
-    }
-    return CallDriver(real, args...);
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) return CallDriver(real, args...);
+    CUcontext context = FirstArg<CUcontext>(args...);
+    if (context == nullptr) s->driver().ctx_get_current(&context);
+    s->WaitContext(context);
+    const CUresult result = CallDriver(real, args...);
+    const CUresult deferred = s->TakeDeferredError(context);
+    return deferred != CUDA_SUCCESS ? deferred : result;
   }
 };
 
@@ -178,6 +177,7 @@ struct StreamDestroyInterceptor {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
     (void)WaitBeforeSync<kId>(s, args...);  // a deferred error of the stream goes with it
+    // (cuStreamDestroy returns at once natively, with the stream's work still running.)
     s->ForgetStream(FirstArg<CUstream>(args...));
     return CallDriver(real, args...);
   }

@@ -5,12 +5,14 @@
 #include <pthread.h>
 
 #include <cstdlib>
+#include <new>
 
 #include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
 #include "cupti_tracer/tracer_factory.h"
 #include "hook/api_table.h"
 #include "hook/config.h"
+#include "hook/param_layout_cache.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
 #include "scheduler/logging.h"
@@ -41,23 +43,33 @@ void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
 // Registered when the scheduler is created, which is after the CUDA runtime registered its own
 // exit handler (the runtime initialises before the first launch), so it runs before the runtime
 // tears the driver down: queued work is issued and the dispatchers stop while the driver lives.
+// Bounded: a GPU that completes nothing for GPUPRIO_EXIT_TIMEOUT_MS cannot keep the process alive.
 void StopDispatchersAtExit() {
   if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
-    s->StopDispatchers();
+    s->StopDispatchers(/*bounded=*/true);
     // Every op is issued: the trace is complete (the tracer flushes CUPTI while the driver lives).
     tracer::FinishTracerAtExit();
   }
 }
 
-// fork(): the child has no dispatcher threads. Quiesce in the parent (issue everything, join the
-// threads), then start fresh threads on both sides.
-void StopDispatchersBeforeFork() {
-  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) s->StopDispatchers();
-}
-void StartDispatchersAfterFork() {
-  if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
-    s->StartDispatchers();
-  }
+// fork(). The parent's dispatchers keep running through a fork: nothing is drained or stopped,
+// so fork() costs what it costs natively whatever is queued. The child has none of the parent's
+// threads, and CUDA cannot be used across fork (a child must initialise its own driver), so the
+// child abandons the parent's scheduler -- never touching it, since its locks may be held by
+// threads that do not exist there -- and builds a new one on its first scheduled call. The only
+// state the child shares with its parent is the parameter-layout cache, which the prepare handler
+// makes consistent (hook/param_layout_cache.cc).
+ABSL_CONST_INIT std::atomic<bool> g_in_forked_child{false};
+
+void PrepareFork() { LockParamLayoutsForFork(); }
+void ParentAfterFork() { UnlockParamLayoutsInParent(); }
+void ChildAfterFork() {
+  ResetParamLayoutsInChild();
+  g_in_forked_child.store(true, std::memory_order_relaxed);
+  g_scheduler.store(nullptr, std::memory_order_relaxed);
+  // A fresh once flag: the parent's is done, or held by a thread that is gone. once_flag is a
+  // trivially destructible atomic word, so constructing a new one in place is all it takes.
+  new (&g_once) absl::once_flag();
 }
 
 void CreateScheduler() {
@@ -91,19 +103,26 @@ void CreateScheduler() {
   options.default_estimate_ns = config.budget_ns;
   // The tracer (GPUPRIO_TRACE), or the Kineto id carrier when libcupti is loaded, or none. Never
   // destroyed, like the scheduler: work may be submitted until the last moment of the process.
+  // A forked child records no trace: the parent's tracer and its events stay the parent's.
   scheduler::OpObserver* observer = nullptr;
-  {
+  if (!g_in_forked_child.load(std::memory_order_relaxed)) {
     t_creating_scheduler = true;
     DriverCallScope in_driver;
     observer = tracer::MakeTracerFromEnvironment().release();
     t_creating_scheduler = false;
   }
   g_scheduler.store(new scheduler::Scheduler(options, d, observer), std::memory_order_release);
-  std::atexit(StopDispatchersAtExit);
-  pthread_atfork(StopDispatchersBeforeFork, StartDispatchersAfterFork, StartDispatchersAfterFork);
+  // A forked child inherits its parent's handlers: registered once per process tree.
+  static bool handlers_registered = false;
+  if (!handlers_registered) {
+    handlers_registered = true;
+    std::atexit(StopDispatchersAtExit);
+  }
 }
 
 }  // namespace
+
+void InstallForkHandlers() { pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork); }
 
 scheduler::Scheduler* ActiveScheduler() {
   scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire);

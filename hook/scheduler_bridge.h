@@ -16,6 +16,9 @@ namespace gpuprio::hook {
 // driver lacks what the scheduler needs: then gpuprio says so once and runs as passthrough).
 scheduler::Scheduler* ActiveScheduler();
 
+// Installs the fork handlers (at load, from the library's constructor; they make no CUDA call).
+void InstallForkHandlers();
+
 // The first argument of type T (CUstream, CUevent, CUcontext), or T{} if there is none.
 template <typename T, typename... Args>
 constexpr bool kHasArg = (std::is_same_v<T, Args> || ...);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "scheduler/backpressure.h"
 #include "scheduler/clock.h"
 #include "scheduler/logging.h"
 #include "scheduler/op_pool.h"
@@ -46,17 +47,22 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
 Dispatcher::~Dispatcher() { Stop(); }
 
 void Dispatcher::Start() {
+  if (thread_.joinable()) return;
   stop_.store(false, std::memory_order_seq_cst);
+  stop_bounded_.store(false, std::memory_order_seq_cst);
   thread_ = std::thread([this] { Run(); });
 }
 
-void Dispatcher::Stop() {
+void Dispatcher::Stop(bool bounded) {
+  if (!thread_.joinable()) return;
+  stop_bounded_.store(bounded, std::memory_order_seq_cst);
   stop_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
     wake_cv_.Signal();
+    issued_cv_.SignalAll();  // backpressure waits end while the dispatcher stops
   }
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 void Dispatcher::Submit(Op* op) {
@@ -70,10 +76,11 @@ void Dispatcher::Submit(Op* op) {
     absl::MutexLock lock(&mu_);
     wake_cv_.Signal();
   }
-  const uint64_t limit = options_.max_queued_per_stream;
-  if (submitted - s->issued.load(std::memory_order_acquire) > limit) {
-    // Not while the dispatcher stops (exit, fork, capture): it may issue nothing until restarted.
-    WaitIssued(s, submitted - limit / 2, /*unless_stopping=*/true);
+  const uint64_t target = BackpressureWaitTarget(
+      submitted, s->issued.load(std::memory_order_acquire), options_.max_queued_per_stream);
+  if (target != 0) {
+    // Not while the dispatcher stops (exit, capture): it may issue nothing until restarted.
+    WaitIssued(s, target, /*unless_stopping=*/true);
   }
 }
 
@@ -132,8 +139,10 @@ void Dispatcher::WaitIssued(StreamState* stream, uint64_t count, bool unless_sto
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
-    // The timeout is a backstop only; NotifyWaiters wakes us as soon as the op is issued.
-    while (!done()) issued_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
+    // No lost wake-up: the dispatcher bumps `issued` before it reads waiters_ (both seq_cst), and
+    // signals under mu_, which this thread holds from its last check of done() until it waits.
+    // Stop() signals too, for waits that end when the dispatcher stops.
+    while (!done()) issued_cv_.Wait(&mu_);
   }
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -148,24 +157,38 @@ void Dispatcher::NotifyWaiters() {
 void Dispatcher::Run() {
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
   if (observer_ != nullptr) observer_->OnDispatcherStart(device_);
-  current_context_ = nullptr;  // a new thread has no current context (Stop/Start: fork, capture)
+  current_context_ = nullptr;  // a new thread has no current context (Stop/Start: capture)
   int64_t idle_since = -1;
+  int held_rounds = 0;
+  int64_t held_backoff_ns = 0;
+  last_progress_ns_ = SteadyNowNs();
   for (;;) {
     const bool drained = DrainInbox();
     // Before anything is admitted: work clients issued themselves counts as in flight.
     if (direct_head_.load(std::memory_order_relaxed) != nullptr) AdoptDirectWork();
-    if (!tracking_.empty()) PollCompletions();
+    if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
+    const bool completed = !tracking_.empty() && PollCompletions() > 0;
     bool issued = false;
     while (IssueNext()) issued = true;
-    if (drained || issued) {
+    if (issued || completed) last_progress_ns_ = SteadyNowNs();
+    if (drained || issued || completed) {
       idle_since = -1;
-      continue;
+      held_rounds = 0;
+      held_backoff_ns = 0;
+      if (drained || issued) continue;
     }
     if (!active_.empty()) {
-      // Held back by the policy: completions must be observable; poll for them without sleeping
-      // (a sleep's wake-up latency would be added to every budget refill).
+      // Held back by the policy. At exit, a GPU that completes nothing must not keep the
+      // process alive forever.
+      if (stop_.load(std::memory_order_seq_cst) &&
+          stop_bounded_.load(std::memory_order_seq_cst) &&
+          SteadyNowNs() - last_progress_ns_ >
+              static_cast<int64_t>(options_.stop_stall_timeout_ns)) {
+        AbandonPending();
+        continue;
+      }
       MarkAllUncovered();
-      for (int i = 0; i < 64; ++i) CpuRelax();
+      WaitWhileHeld(&held_rounds, &held_backoff_ns);
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
@@ -182,16 +205,66 @@ void Dispatcher::Run() {
       absl::MutexLock lock(&mu_);
       // No driver call while parked: completions are polled when work arrives (before anything
       // is issued), so a parked dispatcher costs no CPU and never races a process's teardown of
-      // the driver. The timeout only guards against a lost wake-up.
-      while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
-        wake_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+      // the driver. Submit signals under mu_ after it saw parked_, and this thread checks the
+      // inbox under mu_ after it set parked_, so a wake-up cannot be lost: no timeout needed.
+      while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
+             !has_released_.load(std::memory_order_acquire)) {
+        wake_cv_.Wait(&mu_);
       }
     }
     parked_.store(false, std::memory_order_seq_cst);
     idle_since = -1;
   }
-  // Queues, in-flight marks and pooled events are kept for the next Start (after a fork or a
-  // capture). No driver call here: at exit the application may already have torn the context down.
+  // Queues, in-flight marks and pooled events are kept for the next Start (after a capture). No
+  // driver call here: at exit the application may already have torn the context down.
+}
+
+void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
+  // A completion that frees budget usually follows within microseconds of the last one when
+  // kernels are short: spin a little, then sleep with a growing interval. The cap bounds how late
+  // a completion is noticed; the budget keeps more work than that queued on the GPU, so the late
+  // notice costs no GPU time (estimates are not trusted for this: an unmeasured kernel counts as
+  // a whole budget, and sleeping on it would idle the GPU).
+  constexpr int kSpinRounds = 32;
+  constexpr int64_t kMinBackoffNs = 10'000;
+  if (++*rounds <= kSpinRounds) {
+    for (int i = 0; i < 64; ++i) CpuRelax();
+    return;
+  }
+  *backoff_ns = std::min(static_cast<int64_t>(options_.max_held_sleep_ns),
+                         std::max(kMinBackoffNs, *backoff_ns * 2));
+  parked_.store(true, std::memory_order_seq_cst);
+  {
+    absl::MutexLock lock(&mu_);
+    // New work (perhaps more important) or a stop request wakes the dispatcher at once.
+    if (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
+      wake_cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(*backoff_ns));
+    }
+  }
+  parked_.store(false, std::memory_order_seq_cst);
+}
+
+void Dispatcher::AbandonPending() {
+  int64_t abandoned = 0;
+  for (StreamQueue* q : active_) {
+    for (Op* op : q->pending) {
+      AdjustPending(op->priority, -1);
+      if (op->issued_counter != nullptr) {
+        op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
+      }
+      op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
+      queued_.fetch_sub(1, std::memory_order_seq_cst);
+      op->home->Give(op);
+      ++abandoned;
+    }
+    q->pending.clear();
+  }
+  active_.clear();
+  NotifyWaiters();
+  Log(LogLevel::kError,
+      absl::StrFormat("exit: the GPU completed no work for %d ms; %d queued ops were not issued",
+                      static_cast<int>(options_.stop_stall_timeout_ns / 1'000'000),
+                      static_cast<int>(abandoned)));
 }
 
 bool Dispatcher::DrainInbox() {
@@ -401,8 +474,65 @@ CUevent Dispatcher::TakeEvent(StreamQueue* q) {
 }
 
 void Dispatcher::ReleaseStream(StreamState* stream) {
-  absl::MutexLock lock(&record_mu_);
-  stream->destroyed.store(true, std::memory_order_release);
+  {
+    absl::MutexLock lock(&record_mu_);
+    stream->destroyed.store(true, std::memory_order_release);
+  }
+  {
+    absl::MutexLock lock(&release_mu_);
+    released_.push_back(stream);
+    has_released_.store(true, std::memory_order_release);
+  }
+  absl::MutexLock lock(&mu_);
+  wake_cv_.Signal();
+}
+
+StreamState* Dispatcher::TakeRecycledStream() {
+  absl::MutexLock lock(&release_mu_);
+  if (recycled_.empty()) return nullptr;
+  StreamState* s = recycled_.back();
+  recycled_.pop_back();
+  return s;
+}
+
+void Dispatcher::CollectReleasedStreams() {
+  std::vector<StreamState*> released;
+  {
+    absl::MutexLock lock(&release_mu_);
+    released.swap(released_);
+    has_released_.store(false, std::memory_order_release);
+  }
+  // Work a client issued itself just before destroying the stream is adopted first, so the
+  // state is no longer listed for adoption when it is recycled.
+  if (direct_head_.load(std::memory_order_acquire) != nullptr) AdoptDirectWork();
+  std::vector<StreamState*> keep;  // still referenced: collected on a later round
+  std::vector<StreamState*> done;
+  for (StreamState* s : released) {
+    auto it = queues_.find(s);
+    if (it == queues_.end()) {
+      done.push_back(s);
+      continue;
+    }
+    StreamQueue& q = it->second;
+    if (!q.pending.empty() || s->direct_unmarked.load(std::memory_order_acquire)) {
+      keep.push_back(s);  // ops submitted after the destroy began: an application race
+      continue;
+    }
+    // Nothing more is recorded on a destroyed stream: its in-flight work counts as complete.
+    Retire(&q, q.in_flight.size());
+    std::vector<CUevent> events = std::move(q.free_events);
+    for (const CompletionMark& m : q.marks) events.push_back(m.event);
+    if (q.last_completed != nullptr) events.push_back(q.last_completed);
+    SetContext(s->context);
+    for (CUevent e : events) driver_.event_destroy(e);
+    if (q.tracked) tracking_.erase(std::find(tracking_.begin(), tracking_.end(), &q));
+    queues_.erase(it);
+    done.push_back(s);
+  }
+  absl::MutexLock lock(&release_mu_);
+  for (StreamState* s : keep) released_.push_back(s);
+  if (!keep.empty()) has_released_.store(true, std::memory_order_release);
+  for (StreamState* s : done) recycled_.push_back(s);
 }
 
 void Dispatcher::AddCompletionMark(StreamQueue* q) {
@@ -443,7 +573,8 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
   for (CompletionMark& m : q->marks) m.covers = m.covers > count ? m.covers - count : 0;
 }
 
-void Dispatcher::PollCompletions() {
+int Dispatcher::PollCompletions() {
+  int passed = 0;
   for (size_t i = 0; i < tracking_.size();) {
     StreamQueue* q = tracking_[i];
     while (!q->marks.empty()) {
@@ -463,6 +594,7 @@ void Dispatcher::PollCompletions() {
       }
 
       q->marks.pop_front();
+      ++passed;
       Retire(q, m.covers);
       if (q->last_completed != nullptr) q->free_events.push_back(q->last_completed);
       q->last_completed = m.event;
@@ -475,6 +607,7 @@ void Dispatcher::PollCompletions() {
       ++i;
     }
   }
+  return passed;
 }
 
 }  // namespace gpuprio::scheduler

@@ -62,12 +62,22 @@ class Dispatcher {
   void WaitIssued(StreamState* stream, uint64_t count, bool unless_stopping = false);
 
   // Client, before the real cuStreamDestroy (after every op of the stream was issued): from now
-  // on the dispatcher records nothing on the stream (its in-flight work counts as complete).
+  // on the dispatcher records nothing on the stream (its in-flight work counts as complete). The
+  // dispatcher then frees what it kept for the stream (queues, pooled events) and hands the state
+  // back for reuse (TakeRecycledStream).
   void ReleaseStream(StreamState* stream);
 
-  // fork(): Stop() issues everything queued and joins the thread; Start() runs a new one.
+  // A released stream state the dispatcher no longer refers to, or null. Its issue counters keep
+  // counting from where they were, so a stale reference to its former stream (an event's last
+  // record, an op's dependency) sees all of that stream's work as issued.
+  StreamState* TakeRecycledStream();
+
+  // Stop() issues everything queued and joins the thread (exit, capture); Start() runs a new one.
+  // Both are idempotent. With `bounded` (process exit), if the GPU completes nothing for
+  // options.stop_stall_timeout_ns while held-back work waits, the rest is abandoned with one
+  // message, so a wedged device cannot keep a process from exiting.
   void Start();
-  void Stop();
+  void Stop(bool bounded = false);
 
  private:
   struct InFlight {
@@ -96,10 +106,15 @@ class Dispatcher {
   };
 
   void Run();
+  // Held back by the policy: a short spin, then sleeps of growing length (up to
+  // options.max_held_sleep_ns) that new work cuts short.
+  void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
+  void AbandonPending();
+  void CollectReleasedStreams();
   bool DrainInbox();
   void AdoptDirectWork();
   void SetContext(CUcontext context);
-  void PollCompletions();
+  int PollCompletions();  // returns the number of completion marks passed
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
   bool IssueNext();
   void Issue(StreamQueue* q, Op* op);
@@ -130,6 +145,7 @@ class Dispatcher {
   std::atomic<bool> parked_{false};
   std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_bounded_{false};
   absl::Mutex mu_;  // guards nothing but the condition variables' waits
   // Held while the dispatcher records a completion event on a stream, and by ReleaseStream while
   // it marks the stream destroyed, so no event is ever recorded on a destroyed stream.
@@ -137,6 +153,13 @@ class Dispatcher {
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;
+
+  // Streams the application destroyed, waiting for the dispatcher to let go of them, and states
+  // it has let go of, ready for reuse by another stream of this device.
+  absl::Mutex release_mu_;
+  std::vector<StreamState*> released_ ABSL_GUARDED_BY(release_mu_);
+  std::vector<StreamState*> recycled_ ABSL_GUARDED_BY(release_mu_);
+  std::atomic<bool> has_released_{false};
 
   // Dispatcher thread only.
   // Node-based: active_ and tracking_ hold pointers to the queues.
@@ -154,6 +177,7 @@ class Dispatcher {
   DurationEstimator estimates_;
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;
+  int64_t last_progress_ns_ = 0;  // last issue or observed completion (the exit stall bound)
 };
 
 }  // namespace gpuprio::scheduler

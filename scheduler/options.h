@@ -31,6 +31,13 @@ struct SchedulerOptions {
   // submitting thread wait until half of them are issued, as CUDA's own launch queue blocks a
   // thread that runs ahead of the GPU; without it a held-back producer grows memory without bound.
   uint64_t max_queued_per_stream = 1024;
+  // At exit (or a capture), queued work is issued before the dispatcher stops; if the GPU
+  // completes nothing for this long meanwhile, the rest is abandoned with one message
+  // (GPUPRIO_EXIT_TIMEOUT_MS).
+  uint64_t stop_stall_timeout_ns = 30'000'000'000;
+  // While the policy holds work back the dispatcher polls for completions with sleeps that grow
+  // to this length: the most a completion is noticed late (the budget keeps more queued).
+  uint64_t max_held_sleep_ns = 200'000;
 };
 
 }  // namespace gpuprio::scheduler

@@ -121,15 +121,23 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
   if (it != streams_.end()) return it->second;
   Dispatcher* dispatcher = DispatcherForCurrentContext();
   if (dispatcher == nullptr) return nullptr;
-  auto state = std::make_unique<StreamState>();
-  state->context = context;
-  state->stream = stream;
-  state->legacy = legacy;
-  state->blocking = blocking;
-  state->priority = priority;
-  state->dispatcher = dispatcher;
-  StreamState* raw = state.get();
-  stream_storage_.push_back(std::move(state));
+  // A destroyed stream's state, once its dispatcher let go of it, serves the next stream of the
+  // same device: memory stays bounded by the most streams alive at once.
+  StreamState* raw = dispatcher->TakeRecycledStream();
+  if (raw == nullptr) {
+    stream_storage_.push_back(std::make_unique<StreamState>());
+    raw = stream_storage_.back().get();
+    raw->dispatcher = dispatcher;
+  }
+  raw->context = context;
+  raw->stream = stream;
+  raw->legacy = legacy;
+  raw->blocking = blocking;
+  raw->priority = priority;
+  raw->deferred_error.store(CUDA_SUCCESS, std::memory_order_relaxed);
+  raw->destroyed.store(false, std::memory_order_relaxed);
+  raw->direct_priority.store(kPriorityUnset, std::memory_order_relaxed);
+  raw->direct_next = nullptr;
   streams_.emplace(Key{context, stream}, raw);
   return raw;
 }
@@ -243,10 +251,10 @@ void Scheduler::LeaveCapture() {
   if (active == 1) StartDispatchers();
 }
 
-void Scheduler::StopDispatchers() {
+void Scheduler::StopDispatchers(bool bounded) {
   stopped_.store(true, std::memory_order_release);
   absl::MutexLock lock(&mu_);
-  for (auto& [device, d] : dispatchers_) d->Stop();
+  for (auto& [device, d] : dispatchers_) d->Stop(bounded);
 }
 
 void Scheduler::StartDispatchers() {

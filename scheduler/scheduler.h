@@ -105,9 +105,11 @@ class Scheduler {
 
   PriorityLevels& levels() { return levels_; }
 
-  // fork() and exit: quiesce (issue everything, stop the dispatchers) and, after a fork, restart.
-  // While stopped, Resolve returns null, so stream work runs inline on its caller.
-  void StopDispatchers();
+  // Exit and captures: quiesce (issue everything, stop the dispatchers) and, after a capture,
+  // restart. While stopped, Resolve returns null, so stream work runs inline on its caller.
+  // `bounded` (exit): give up on held-back work if the GPU stops completing anything
+  // (SchedulerOptions::stop_stall_timeout_ns). fork() needs neither: see hook/scheduler_bridge.cc.
+  void StopDispatchers(bool bounded = false);
   void StartDispatchers();
 
   // The calling thread's priority setting (kPriorityUnset when none).

@@ -24,7 +24,9 @@ struct StreamState {
   Dispatcher* dispatcher = nullptr;
 
   // Ops submitted (client side, under the dispatcher's submit order) and issued (dispatcher).
-  // A sync waits until issued reaches the submitted count it saw.
+  // A sync waits until issued reaches the submitted count it saw. A state is reused after its
+  // stream is destroyed (Dispatcher::TakeRecycledStream); both counts then go on from where they
+  // were, so any count taken from the former stream is already reached.
   std::atomic<uint64_t> submitted{0};
   std::atomic<uint64_t> issued{0};
   // First asynchronous error of an issued op, returned by the stream's next sync or query.
