@@ -1,6 +1,7 @@
 // Tests of `gpuprio trace summarize`: a trace written by the C++ writer (ChromeTraceJson) from a
 // synthetic input with known delays, summarised by the CLI as a subprocess; the numbers must be
-// exact (nearest-rank percentiles of a known set).
+// exact (nearest-rank percentiles of a known set). Hostile and foreign input: the Python tests in
+// trace_summarize_input_test.py and the fuzzer trace_summarize_fuzz.py, seeded with that trace.
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -174,10 +175,13 @@ TEST_CASE("gpuprio trace summarize rejects a bad file with one line and exit 2",
   SECTION("missing") { path = "/nonexistent/trace.json"; }
   SECTION("not JSON") { path = WriteTrace("broken.json", "{\"traceEvents\": ["); }
   SECTION("JSON but not a trace") { path = WriteTrace("array.json", "[1, 2]"); }
+  SECTION("not a gpuprio trace") {
+    path = WriteTrace("torch.json", R"({"schemaVersion":1,"traceEvents":[]})");
+  }
   SECTION("malformed events") {
     path = WriteTrace("odd.json",
                       R"({"traceEvents":[{"ph":"X","cat":"client","ts":"x",)"
-                      R"("args":{"op_id":1}}]})");
+                      R"("args":{"op_id":1}}],"otherData":{"gpuprio":{"version":1}}})");
   }
   const auto result = RunCli({"trace", "summarize", path});
   INFO("stderr: " << result.stderr_text);
@@ -188,6 +192,60 @@ TEST_CASE("gpuprio trace summarize rejects a bad file with one line and exit 2",
   CHECK(lines.size() == 1);
   CHECK(absl::StartsWith(result.stderr_text, "gpuprio trace: error:"));
   CHECK(absl::StrContains(result.stderr_text, path));
+}
+
+TEST_CASE("gpuprio trace summarize names the malformed event and field", "[cli][tracer]") {
+  json trace = json::parse(gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  size_t index = 0;
+  while (trace["traceEvents"][index].value("cat", "") != "kernel") ++index;
+  trace["traceEvents"][index]["dur"] = "10";
+  const std::string path = WriteTrace("string_dur.json", trace.dump());
+  const auto result = RunCli({"trace", "summarize", path, "--json"});
+  INFO("stderr: " << result.stderr_text);
+  CHECK(result.exit_code == 2);
+  CHECK(absl::StrContains(result.stderr_text, absl::StrCat("traceEvents[", index,
+                                                           "].dur is a string '10'")));
+}
+
+// Runs a Python script of tests/tools with `args`, pointed at the CLI in the runfiles.
+gpuprio_test::ProcessResult RunPythonScript(const std::string& script,
+                                            const std::vector<std::string>& args) {
+  auto path = gpuprio_test::Runfile("tests/tools/" + script);
+  REQUIRE(path.ok());
+  auto cli = gpuprio_test::Runfile("tools/cli/gpuprio");
+  REQUIRE(cli.ok());
+  // -I: ignore PYTHON* variables and user site-packages; -S: no site-packages at all (standard
+  // library only; their .pth files cost more than the tests' start); -B: no .pyc in the runfiles.
+  std::vector<std::string> argv = {"/usr/bin/env", "python3", "-I", "-S", "-B", *path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto result = gpuprio_test::RunProcess(argv, {{"GPUPRIO_CLI_UNDER_TEST", *cli}});
+  REQUIRE(result.ok());
+  return *result;
+}
+
+TEST_CASE("gpuprio trace summarize refuses hostile and foreign input with one line",
+          "[cli][tracer]") {
+  const auto result = RunPythonScript("trace_summarize_input_test.py", {});
+  INFO("stdout:\n" << result.stdout_text << "\nstderr:\n" << result.stderr_text);
+  CHECK(result.exit_code == 0);
+  // unittest's own verdict: every test ran and passed.
+  CHECK(result.stderr_text.find("\nOK") != std::string::npos);
+  CHECK(result.stderr_text.find("skipped") == std::string::npos);
+}
+
+TEST_CASE("Fuzzed traces never make gpuprio trace summarize crash", "[cli][tracer]") {
+  // The writer's own trace is one of the seeds the fuzzer mutates.
+  const std::string seed =
+      WriteTrace("fuzz_seed.json", gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  auto cli = gpuprio_test::Runfile("tools/cli/gpuprio");
+  REQUIRE(cli.ok());
+  const auto result =
+      RunPythonScript("trace_summarize_fuzz.py", {"--cli", *cli, "--seed-trace", seed});
+  INFO("stdout:\n" << result.stdout_text << "\nstderr:\n" << result.stderr_text);
+  CHECK(result.exit_code == 0);
+  CHECK(absl::StrContains(result.stdout_text, "6000 executions"));
+  CHECK(absl::StrContains(result.stdout_text, "0 failing executions"));
+  CHECK(absl::StrContains(result.stdout_text, "3 seed traces"));
 }
 
 }  // namespace

@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""`gpuprio trace summarize` on hostile and foreign input; unittest, standard library only.
+
+Every input that is not a gpuprio trace the summary can read must end with exit 2, nothing on
+stdout and one line "gpuprio trace: error: ..." on stderr naming the problem; never a Python
+traceback. Readable traces must exit 0, and --json must print strict JSON (no NaN / Infinity).
+The cases come from probing and from the fuzzer (trace_summarize_fuzz.py; the FuzzFindings
+class holds its findings, minimised). The CLI runs as a subprocess: tools/cli/gpuprio next to
+this file's tree, or $GPUPRIO_CLI_UNDER_TEST (to check these tests against another version).
+
+  python3 tests/tools/trace_summarize_input_test.py [-v]
+"""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # not realpath: keep the runfiles tree
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CLI = os.environ.get("GPUPRIO_CLI_UNDER_TEST") or os.path.join(ROOT, "tools", "cli", "gpuprio")
+ERROR_PREFIX = "gpuprio trace: error: "
+GPU_PID = 1000000
+
+
+def base_trace():
+    """A valid trace per docs/trace_format.md: one deferred op (client, queue, dispatch, kernel;
+    events 0-3), one op with no queue event whose kernel is lost (4, 5), one unlinked kernel (6)."""
+    return {
+        "traceEvents": [
+            {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+             "ts": 10.0, "dur": 2.0, "args": {"op_id": 1, "priority": 1, "api": "cuLaunchKernel",
+                                              "inline": False}},
+            {"ph": "b", "cat": "queue", "name": "queued p=1", "id": 1, "pid": 1, "tid": 2,
+             "ts": 10.0, "args": {"op_id": 1, "priority": 1, "delay_us": 4.0}},
+            {"ph": "X", "cat": "dispatch", "name": "cuLaunchKernel", "pid": 1, "tid": 3,
+             "ts": 14.0, "dur": 1.0, "args": {"op_id": 1, "priority": 1, "correlation_id": 5}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": GPU_PID, "tid": 7, "ts": 20.0,
+             "dur": 8.0, "args": {"op_id": 1, "priority": 1, "correlation_id": 5}},
+            {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+             "ts": 30.0, "dur": 2.0, "args": {"op_id": 2, "priority": 0, "api": "cuLaunchKernel",
+                                              "inline": False}},
+            {"ph": "X", "cat": "dispatch", "name": "cuLaunchKernel", "pid": 1, "tid": 3,
+             "ts": 31.0, "dur": 1.0, "args": {"op_id": 2, "priority": 0, "correlation_id": 6}},
+            {"ph": "X", "cat": "kernel", "name": "other", "pid": GPU_PID, "tid": 7, "ts": 40.0,
+             "dur": 1.0, "args": {"op_id": 0, "correlation_id": 99}},
+        ],
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": 1000,
+        "otherData": {"gpuprio": {"version": 1, "pid": 1, "dropped_records": 3, "ops": 2}},
+    }
+
+
+def torch_profiler_trace():
+    """What torch.profiler (Kineto) writes: a Chrome trace with no otherData.gpuprio."""
+    return {"schemaVersion": 1, "deviceProperties": [], "traceName": "rank0.json",
+            "traceEvents": [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1,
+                 "dur": 5, "args": {"External id": 1}},
+                {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 3,
+                 "dur": 2, "args": {"External id": 1, "correlation": 9}}]}
+
+
+def strict_json(text):
+    def reject(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=reject)
+
+
+class SummarizeTestCase(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def write(self, data, name="trace.json"):
+        path = os.path.join(self.dir.name, name)
+        if isinstance(data, (dict, list)):
+            data = json.dumps(data)
+        with open(path, "wb") as f:
+            f.write(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+        return path
+
+    def summarize(self, path, *flags):
+        # LANG: a UTF-8 locale whose stdout is strict about what it encodes, as on most desks.
+        # -S: no site-packages (the CLI is standard library only; .pth files slow every start).
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+        argv = [sys.executable, "-I", "-S", "-B", CLI, "trace", "summarize", path, *flags]
+        p = subprocess.run(argv, capture_output=True, env=env, timeout=120)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), \
+            p.stderr.decode("utf-8", "replace")
+
+    def assert_rejected(self, data, *expected, name="trace.json", path=None):
+        """data (or path) is refused, with and without --json: exit 2, one error line naming the
+        file and containing each of `expected`. Returns that line."""
+        path = path or self.write(data, name)
+        for flags in ((), ("--json",)):
+            rc, out, err = self.summarize(path, *flags)
+            context = f"flags {flags}; stdout {out[:300]!r}; stderr {err[-1500:]!r}"
+            self.assertNotIn("Traceback", err, context)
+            self.assertEqual(rc, 2, context)
+            self.assertEqual(out, "", context)
+            lines = err.splitlines()
+            self.assertEqual(len(lines), 1, context)
+            self.assertTrue(lines[0].startswith(ERROR_PREFIX), context)
+            self.assertIn(repr(path), lines[0], context)
+            for text in expected:
+                self.assertIn(text, lines[0], context)
+        return lines[0]
+
+    def assert_summarized(self, data, name="trace.json"):
+        """data is summarised: exit 0 with and without --json, the JSON strict. Returns
+        (summary dict, table text)."""
+        path = self.write(data, name)
+        rc, out, err = self.summarize(path, "--json")
+        self.assertEqual((rc, err), (0, ""), out)
+        summary = strict_json(out)
+        rc, table, err = self.summarize(path)
+        self.assertEqual((rc, err), (0, ""), table)
+        return summary, table
+
+
+DELETE = object()
+
+
+def with_event(index, **changes):
+    """base_trace() with event `index` changed: key=value sets, key=DELETE removes; "args_key"
+    addresses args[key]."""
+    trace = base_trace()
+    event = trace["traceEvents"][index]
+    for key, value in changes.items():
+        target, key = (event["args"], key[5:]) if key.startswith("args_") else (event, key)
+        if value is DELETE:
+            del target[key]
+        else:
+            target[key] = value
+    return trace
+
+
+def with_text(old, new):
+    """The JSON text of base_trace() with the first `old` replaced by the literal `new`."""
+    text = json.dumps(base_trace())
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+class AcceptedTraces(SummarizeTestCase):
+
+    def test_base_trace(self):
+        summary, table = self.assert_summarized(base_trace())
+        self.assertEqual(summary["ops"], 2)
+        self.assertEqual(summary["kernels"], 2)
+        self.assertEqual(summary["dropped_records"], 3)
+        self.assertEqual(summary["priorities"][0]["issue_to_start_us"]["max"], 6.0)
+        self.assertIn("launch ops with no kernel record: 1: 2 (cuLaunchKernel)", table)
+
+    def test_statistics_of_nothing_are_null_in_json(self):
+        summary, table = self.assert_summarized(base_trace())
+        low = summary["priorities"][1]  # op 2: no queue event, no kernel
+        self.assertEqual(low["priority"], 0)
+        self.assertEqual(low["queue_delay_us"], {"count": 0, "p50": None, "p99": None,
+                                                 "max": None})
+        self.assertIn("-/-/-", table)
+
+    def test_gzip(self):
+        summary, _ = self.assert_summarized(gzip.compress(json.dumps(base_trace()).encode()),
+                                            name="trace.json.gz")
+        self.assertEqual(summary["ops"], 2)
+
+    def test_utf8_bom(self):
+        summary, _ = self.assert_summarized(b"\xef\xbb\xbf" + json.dumps(base_trace()).encode())
+        self.assertEqual(summary["ops"], 2)
+
+    def test_unknown_keys_phases_and_events_are_ignored(self):
+        trace = base_trace()
+        trace["otherData"]["gpuprio"]["future_counter"] = [1, {"x": None}]
+        trace["otherData"]["torch"] = "x"
+        trace["traceEvents"] += [{"ph": "C", "name": "c", "pid": 1, "ts": 1e400,
+                                  "args": {"v": None}},
+                                 {"ph": "i", "name": "mark", "ts": "later"},
+                                 {"ph": "X", "cat": "cpu_op", "name": 7, "ts": None}]
+        trace["traceEvents"][0]["args"]["unknown"] = {"deep": [[[]]]}
+        summary, _ = self.assert_summarized(json.dumps(trace))  # 1e400 -> Infinity, unread
+        self.assertEqual(summary["ops"], 2)
+
+    def test_largest_times_in_range_stay_finite(self):
+        # Times at the edge of the writer's int64 ns range: differences and sums stay finite.
+        edge = 9223372036854775.0
+        trace = with_event(3, ts=edge, dur=edge)
+        trace["traceEvents"][2]["ts"] = -edge
+        trace["traceEvents"][6]["dur"] = edge
+        summary, _ = self.assert_summarized(trace)
+        self.assertGreater(summary["priorities"][0]["issue_to_start_us"]["max"], 1.8e16)
+        self.assertGreater(summary["top_kernels"][0]["total_us"], 9.2e15)
+
+    def test_hostile_names_are_escaped_in_tables(self):
+        # Found by probing: a lone surrogate (valid as a JSON \\ud800 escape) raised
+        # UnicodeEncodeError in print; control characters went to the terminal raw.
+        trace = with_event(3, name="\ud800 \x1b[2J\u202e\nx")
+        summary, table = self.assert_summarized(json.dumps(trace))
+        self.assertEqual(summary["top_kernels"][0]["name"], "\ud800 \x1b[2J\u202e\nx")
+        self.assertIn("\\ud800 \\x1b[2J\\u202e\\nx", table)
+        self.assertNotIn("\x1b", table)
+
+    def test_reader_that_stops_early(self):
+        # `summarize FILE | head -0`: was a BrokenPipeError traceback; now SIGPIPE ends it quietly.
+        path = self.write(base_trace())
+        for flags in ((), ("--json",)):
+            read_end, write_end = os.pipe()
+            os.close(read_end)  # before the child writes: its first write hits a closed pipe
+            p = subprocess.run([sys.executable, "-I", "-S", "-B", CLI, "trace", "summarize", path,
+                                *flags], stdout=write_end, stderr=subprocess.PIPE, timeout=120)
+            os.close(write_end)
+            err = p.stderr.decode("utf-8", "replace")
+            self.assertEqual(err, "", flags)
+            self.assertEqual(p.returncode, -signal.SIGPIPE, flags)
+
+    def test_hostile_api_is_escaped_in_tables(self):
+        _, table = self.assert_summarized(json.dumps(with_event(4, args_api="cuLaunch\x07")))
+        self.assertIn("2 (cuLaunch\\x07)", table)
+
+
+class NotGpuprioTraces(SummarizeTestCase):
+
+    def test_torch_profiler_trace(self):
+        line = self.assert_rejected(torch_profiler_trace(), "is not a gpuprio trace",
+                                    "otherData", "gpuprio")
+        self.assertIn("torch.profiler", line)
+
+    def test_gzipped_torch_profiler_trace(self):
+        self.assert_rejected(gzip.compress(json.dumps(torch_profiler_trace()).encode()),
+                             "is not a gpuprio trace", "otherData", name="t.json.gz")
+
+    def test_chrome_array_format(self):
+        self.assert_rejected(base_trace()["traceEvents"], "is not a gpuprio trace",
+                             "top level is a list")
+
+    def test_other_data_without_gpuprio(self):
+        trace = base_trace()
+        trace["otherData"] = {"torch": {"version": 1}}
+        self.assert_rejected(trace, "is not a gpuprio trace", "otherData")
+
+    def test_other_data_gpuprio_not_an_object(self):
+        trace = base_trace()
+        trace["otherData"]["gpuprio"] = [1]
+        self.assert_rejected(trace, "otherData.gpuprio is a list, not an object")
+
+    def test_no_version(self):
+        trace = base_trace()
+        del trace["otherData"]["gpuprio"]["version"]
+        self.assert_rejected(trace, "otherData.gpuprio.version is missing")
+
+    def test_other_format_version(self):
+        trace = base_trace()
+        trace["otherData"]["gpuprio"]["version"] = 2
+        self.assert_rejected(trace, "format version 2", "reads version 1")
+
+    def test_no_trace_events(self):
+        trace = base_trace()
+        del trace["traceEvents"]
+        self.assert_rejected(trace, "\"traceEvents\" is missing")
+
+    def test_trace_events_not_a_list(self):
+        trace = base_trace()
+        trace["traceEvents"] = {"0": {}}
+        self.assert_rejected(trace, "\"traceEvents\" is an object, not a list")
+
+
+class UnreadableFiles(SummarizeTestCase):
+
+    def test_missing(self):
+        self.assert_rejected(None, "No such file", path=os.path.join(self.dir.name, "none.json"))
+
+    def test_directory(self):
+        self.assert_rejected(None, "Is a directory", path=self.dir.name)
+
+    def test_path_through_a_file(self):
+        self.write(base_trace())
+        self.assert_rejected(None, "Not a directory",
+                             path=os.path.join(self.dir.name, "trace.json", "x.json"))
+
+    def test_read_error(self):
+        # Opens, then read() fails (EIO at address 0), also for root, who passes permission checks.
+        self.assert_rejected(None, "Input/output error", path="/proc/self/mem")
+
+    def test_empty(self):
+        self.assert_rejected(b"", "is empty")
+
+    def test_only_whitespace(self):
+        self.assert_rejected(b" \n\t", "is empty")
+
+    def test_binary_garbage(self):
+        self.assert_rejected(bytes(range(256)) * 4, "is not UTF-8 text", "byte 0x80 at offset 128")
+
+    def test_invalid_utf8_inside_a_string(self):
+        data = json.dumps(base_trace()).encode().replace(b"gemm", b"ge\xffm")
+        self.assert_rejected(data, "is not UTF-8 text", "byte 0xff")
+
+    def test_encoded_surrogate(self):  # CESU-8 style: not UTF-8
+        data = json.dumps(base_trace()).encode().replace(b"gemm", b"\xed\xa0\x80")
+        self.assert_rejected(data, "is not UTF-8 text", "byte 0xed")
+
+    def test_not_json(self):
+        self.assert_rejected("traceEvents: []", "is not valid JSON", "line 1 column 1")
+
+    def test_truncated(self):
+        text = json.dumps(base_trace())
+        self.assert_rejected(text[:len(text) // 2], "is not valid JSON")
+
+    def test_trailing_garbage(self):
+        self.assert_rejected(json.dumps(base_trace()) + "]", "is not valid JSON", "Extra data")
+
+    def test_truncated_gzip(self):
+        data = gzip.compress(json.dumps(base_trace()).encode())
+        self.assert_rejected(data[:len(data) // 2], "is not a valid gzip file")
+
+    def test_corrupt_gzip(self):
+        data = bytearray(gzip.compress(json.dumps(base_trace()).encode()))
+        data[20] ^= 0xff
+        self.assert_rejected(bytes(data), "is not a valid gzip file")
+
+    def test_top_level_scalars(self):
+        for text in ("null", "1", "\"trace\"", "true"):
+            with self.subTest(text=text):
+                self.assert_rejected(text, "is not a gpuprio trace", "top level is")
+
+
+class DeepNesting(SummarizeTestCase):
+    """RecursionError from json's parser was a traceback."""
+
+    def test_arrays_3000_deep(self):
+        self.assert_rejected("[" * 3000 + "]" * 3000, "too deeply")
+
+    def test_objects_3000_deep(self):
+        self.assert_rejected("{\"a\":" * 3000 + "1" + "}" * 3000, "too deeply")
+
+    def test_deep_value_inside_an_event(self):
+        self.assert_rejected(with_text("\"gemm\"", "[" * 5000 + "]" * 5000), "too deeply")
+
+    def test_unclosed_deep_nesting(self):
+        self.assert_rejected("[" * 100000, "too deeply")
+
+    def test_nesting_below_the_limit_in_an_unread_field_is_fine(self):
+        summary, _ = self.assert_summarized(with_text("\"correlation_id\": 99",
+                                                      "\"x\": " + "[" * 200 + "]" * 200))
+        self.assertEqual(summary["kernels"], 2)
+
+    def test_nesting_below_the_limit_in_a_read_field_is_a_type_error(self):
+        self.assert_rejected(with_text("\"gemm\"", "[" * 200 + "]" * 200),
+                             "traceEvents[3].name is a list, not a string")
+
+
+class NonFiniteAndHugeNumbers(SummarizeTestCase):
+    """Decision: a number the summary reads must be finite and, for times, within the writer's
+    int64-nanosecond range; anything else refuses the file, naming the event and field."""
+
+    def test_1e400_time(self):
+        self.assert_rejected(with_text("\"ts\": 20.0", "\"ts\": 1e400"),
+                             "traceEvents[3].ts is infinite")
+
+    def test_minus_1e400_duration(self):
+        self.assert_rejected(with_text("\"dur\": 8.0", "\"dur\": -1e400"),
+                             "traceEvents[3].dur is infinite")
+
+    def test_nan_literal(self):
+        self.assert_rejected(with_text("\"ts\": 20.0", "\"ts\": NaN"), "traceEvents[3].ts is NaN")
+
+    def test_infinity_literal_delay(self):
+        self.assert_rejected(with_text("\"delay_us\": 4.0", "\"delay_us\": Infinity"),
+                             "traceEvents[1].args.delay_us is infinite")
+
+    def test_minus_infinity_literal(self):
+        self.assert_rejected(with_text("\"ts\": 14.0", "\"ts\": -Infinity"),
+                             "traceEvents[2].ts is infinite")
+
+    def test_finite_but_out_of_range_time(self):
+        # 1e308 and -1e308 are finite, but their difference is not.
+        text = with_text("\"ts\": 20.0", "\"ts\": 1e308")
+        self.assert_rejected(text.replace("\"ts\": 14.0", "\"ts\": -1e308", 1),
+                             "traceEvents[2].ts is -1e+308, not a number of microseconds")
+
+    def test_huge_integer_time(self):
+        self.assert_rejected(with_text("\"ts\": 20.0", "\"ts\": " + "9" * 400),
+                             "traceEvents[3].ts is an integer of 400 digits, not a number")
+
+    def test_integer_beyond_pythons_digit_limit(self):
+        # Was one line already, but advised calling sys.set_int_max_str_digits().
+        line = self.assert_rejected(with_text("\"ts\": 20.0", "\"ts\": " + "9" * 5000),
+                                    "an integer literal of more than 4300 digits")
+        self.assertNotIn("sys.", line)
+
+    def test_huge_integer_op_id(self):
+        self.assert_rejected(with_text("\"op_id\": 1", "\"op_id\": 18446744073709551616"),
+                             "traceEvents[0].args.op_id is 18446744073709551616, not an integer")
+
+    def test_huge_integer_priority(self):
+        self.assert_rejected(with_text("\"priority\": 1", "\"priority\": " + "9" * 30),
+                             "traceEvents[0].args.priority is", "not an integer")
+
+    def test_infinite_ops_count(self):
+        trace = base_trace()
+        trace["otherData"]["gpuprio"]["ops"] = float("inf")
+        self.assert_rejected(json.dumps(trace), "otherData.gpuprio.ops is infinite")
+
+    def test_nan_as_a_string(self):  # float("NaN") accepted it
+        self.assert_rejected(with_event(1, args_delay_us="NaN"),
+                             "traceEvents[1].args.delay_us is a string 'NaN', not a number")
+
+
+class WrongTypesAndMissingFields(SummarizeTestCase):
+
+    def test_string_duration(self):  # float("3") accepted it
+        self.assert_rejected(with_event(3, dur="8"), "traceEvents[3].dur is a string '8'")
+
+    def test_string_time(self):
+        self.assert_rejected(with_event(0, ts="x"), "traceEvents[0].ts is a string 'x'")
+
+    def test_boolean_time(self):
+        self.assert_rejected(with_event(0, ts=True), "traceEvents[0].ts is true, not a number")
+
+    def test_null_time(self):
+        self.assert_rejected(with_event(2, ts=None), "traceEvents[2].ts is null")
+
+    def test_missing_time(self):
+        self.assert_rejected(with_event(2, ts=DELETE), "traceEvents[2].ts is missing")
+
+    def test_missing_kernel_duration(self):
+        self.assert_rejected(with_event(6, dur=DELETE), "traceEvents[6].dur is missing")
+
+    def test_missing_kernel_name(self):
+        self.assert_rejected(with_event(3, name=DELETE), "traceEvents[3].name is missing")
+
+    def test_missing_queue_delay(self):
+        self.assert_rejected(with_event(1, args_delay_us=DELETE),
+                             "traceEvents[1].args.delay_us is missing")
+
+    def test_event_not_an_object(self):
+        trace = base_trace()
+        trace["traceEvents"].insert(2, "event")
+        self.assert_rejected(trace, "traceEvents[2] is a string 'event', not an object")
+
+    def test_args_not_an_object(self):
+        self.assert_rejected(with_event(0, args=[1]), "traceEvents[0].args is a list")
+
+    def test_op_id_string(self):
+        self.assert_rejected(with_event(0, args_op_id="1"),
+                             "traceEvents[0].args.op_id is a string '1', not an integer")
+
+    def test_op_id_list(self):
+        self.assert_rejected(with_event(2, args_op_id=[1]), "traceEvents[2].args.op_id is a list")
+
+    def test_op_id_float(self):
+        self.assert_rejected(with_event(3, args_op_id=1.5), "traceEvents[3].args.op_id is 1.5")
+
+    def test_op_id_negative(self):
+        self.assert_rejected(with_event(3, args_op_id=-1), "traceEvents[3].args.op_id is -1")
+
+    def test_priority_string(self):  # the sort raised TypeError
+        self.assert_rejected(with_event(0, args_priority="high"),
+                             "traceEvents[0].args.priority is a string 'high'")
+
+    def test_api_not_a_string(self):
+        self.assert_rejected(with_event(4, args_api=["cuLaunchKernel"]),
+                             "traceEvents[4].args.api is a list, not a string")
+
+    def test_inline_as_a_string(self):  # bool("false") was True
+        self.assert_rejected(with_event(0, args_inline="false"),
+                             "traceEvents[0].args.inline is a string 'false', not true or false")
+
+    def test_kernel_name_not_a_string(self):
+        self.assert_rejected(with_event(3, name={"a": 1}), "traceEvents[3].name is an object")
+
+    def test_long_string_is_shortened_in_the_message(self):
+        line = self.assert_rejected(with_event(0, ts="y" * 100000), "traceEvents[0].ts")
+        self.assertLess(len(line), 400)
+
+    def test_dropped_records_string(self):
+        trace = base_trace()
+        trace["otherData"]["gpuprio"]["dropped_records"] = "7"
+        self.assert_rejected(trace, "otherData.gpuprio.dropped_records is a string '7'")
+
+
+class FuzzFindings(SummarizeTestCase):
+    """What trace_summarize_fuzz.py (seed 20240601, on its own seed traces and the C++ writer's)
+    found in summarize before it checked its input, minimised: tracebacks and invalid --json."""
+
+    def test_recursion_error_in_json_parser(self):
+        # structural: a value -> 3000 (or 100000) nested arrays: RecursionError
+        self.assert_rejected(with_text("\"other\"", "[" * 3000 + "1" + "]" * 3000), "too deeply")
+
+    def test_infinity_in_json_output(self):
+        # swap_number: a kernel's dur -> Infinity: "Infinity" in --json
+        self.assert_rejected(with_text("\"dur\": 1.0, \"args\": {\"op_id\": 0",
+                                       "\"dur\": Infinity, \"args\": {\"op_id\": 0"),
+                             "traceEvents[6].dur is infinite")
+
+    def test_minus_infinity_in_json_output(self):
+        # swap_number: a GPU slice's ts -> -Infinity: "-Infinity" in --json
+        self.assert_rejected(with_text("\"ts\": 20.0", "\"ts\": -Infinity"),
+                             "traceEvents[3].ts is infinite")
+
+    def test_nan_in_json_output(self):
+        # swap_number: a dispatch slice's ts -> NaN: "NaN" in --json
+        self.assert_rejected(with_text("\"ts\": 14.0", "\"ts\": NaN"), "traceEvents[2].ts is NaN")
+
+    def test_nan_string_in_json_output(self):
+        # structural: ['delay_us'] -> string 'NaN' (float() took it): "NaN" in --json
+        self.assert_rejected(with_event(1, args_delay_us="NaN"), "args.delay_us is a string")
+
+    def test_overflow_error_converting_a_huge_integer(self):
+        # swap_number: a time -> -999...9 (400 digits): OverflowError in float()
+        for old, field in (("\"ts\": 10.0, \"dur\": 2.0", "traceEvents[0].ts"),
+                           ("\"delay_us\": 4.0", "traceEvents[1].args.delay_us"),
+                           ("\"ts\": 14.0", "traceEvents[2].ts"),
+                           ("\"ts\": 20.0", "traceEvents[3].ts"),
+                           ("\"dur\": 8.0", "traceEvents[3].dur")):
+            with self.subTest(field=field):
+                key, rest = old.split(":", 1)
+                rest = rest.split(",", 1)[1] if "," in rest else ""
+                new = f"{key}: -{'9' * 400}" + (f",{rest}" if rest else "")
+                self.assert_rejected(with_text(old, new), field)
+
+    def test_overflow_error_converting_infinite_counts(self):
+        # swap_number: otherData.gpuprio.dropped_records -> 1e400: OverflowError in int()
+        for key in ("dropped_records", "ops"):
+            with self.subTest(key=key):
+                old = f"\"{key}\": {base_trace()['otherData']['gpuprio'][key]}"
+                self.assert_rejected(with_text(old, f"\"{key}\": 1e400"),
+                                     f"otherData.gpuprio.{key} is infinite")
+
+
+if __name__ == "__main__":
+    unittest.main()
