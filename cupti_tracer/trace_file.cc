@@ -46,7 +46,6 @@ std::string BaseNameOf(const std::string& path) {
 }
 
 const char* FileKind(mode_t mode) {
-  if (S_ISLNK(mode)) return "a symbolic link";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
@@ -169,11 +168,15 @@ absl::Status CheckTraceFileTarget(const std::string& path) {
   if (path.empty()) return absl::FailedPreconditionError("the trace file name is empty");
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is a symbolic link; gpuprio does not write a trace through a link (give its "
+          "target)"));
+    }
     if (!S_ISREG(st.st_mode)) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, " is ", FileKind(st.st_mode),
-          "; gpuprio writes a trace only to a regular file or a new name (give the link's target "
-          "or another name)"));
+          "; gpuprio writes a trace only to a regular file or a new name"));
     }
   } else if (errno != ENOENT) {
     return absl::FailedPreconditionError(absl::StrCat("cannot stat ", path, ": ", ErrnoText(errno)));

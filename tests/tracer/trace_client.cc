@@ -1,6 +1,7 @@
 // A -lcuda client for the trace tests: run against the fake driver with libgpuprio.so preloaded,
 // GPUPRIO_TRACE set and GPUPRIO_CUPTI_LIBRARY pointing at the fake libcupti. Scenarios (argv[1]);
-// each launches argv[2] empty kernels (default 20) on a stream of its own and synchronises it, then:
+// each launches argv[2] empty kernels (default 20) on a stream of its own (fork: the per-thread
+// stream) and synchronises it, then:
 //   exit      returns from main (the trace is written by the exit handler).
 //   fork      forks; the child initialises CUDA, launches 5 kernels and returns from its main (so it runs the exit
 //             handlers it inherited); the parent waits for it, prints child_wrote_trace=0|1 (did
@@ -46,12 +47,12 @@ void Init() {
   CheckCu(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 }
 
-void Launch(int count) {
+void Launch(int count, CUstream stream) {
   for (int i = 0; i < count; ++i) {
-    CheckCu(cuLaunchKernel(g_empty, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr),
+    CheckCu(cuLaunchKernel(g_empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
             "cuLaunchKernel");
   }
-  CheckCu(cuStreamSynchronize(g_stream), "cuStreamSynchronize");
+  CheckCu(cuStreamSynchronize(stream), "cuStreamSynchronize");
 }
 
 bool TraceExists() {
@@ -66,7 +67,7 @@ int Fork() {
   if (child == 0) {
     fake_client::g_scenario = "fork (child)";
     Init();  // a forked child starts CUDA afresh (the fake driver, like CUDA, requires it)
-    Launch(5);
+    Launch(5, CU_STREAM_PER_THREAD);
     return 0;  // the exit handlers run, as in any child that returns from main
   }
   int status = 0;
@@ -110,7 +111,10 @@ int main(int argc, char** argv) {
   const int launches = argc > 2 ? std::atoi(argv[2]) : 20;
   std::printf("pid=%d\n", static_cast<int>(getpid()));
   Init();
-  Launch(launches);
+  // The fork scenario stays on the per-thread stream: a created stream makes the scheduler call
+  // the fake driver under its own lock, and the fake holds its locks across fork (replacing them
+  // in the child), which TSan then reports as a lock-order inversion in the child.
+  Launch(launches, scenario == "fork" ? CU_STREAM_PER_THREAD : g_stream);
   if (scenario == "exit") return fake_client::Succeed();
   if (scenario == "fork") return Fork();
   if (scenario == "sigterm") return SigTerm();

@@ -77,6 +77,9 @@ TracedRun Run(const std::vector<std::string>& args, Env extra = {}) {
   REQUIRE(result.ok());
   run.result = *result;
   run.values = gpuprio_test::IntValues(result->stdout_text);
+  // A sanitizer report in the client (whose exit status a signal may hide) fails the test too.
+  INFO("stderr:\n" << result->stderr_text);
+  CHECK(result->stderr_text.find("Sanitizer") == std::string::npos);
   return run;
 }
 

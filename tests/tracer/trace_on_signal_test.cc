@@ -35,6 +35,8 @@ ProbeRun RunProbe(const std::string& scenario) {
   std::stringstream text;
   text << file.rdbuf();
   INFO("stdout:\n" << result->stdout_text << "stderr:\n" << result->stderr_text);
+  // A sanitizer report in the probe (whose exit status the signal hides) fails the test too.
+  CHECK(result->stderr_text.find("Sanitizer") == std::string::npos);
   return {*result, text.str()};
 }
 
@@ -85,6 +87,13 @@ TEST_CASE("A signal that is not SIG_DFL when tracing starts is left to the progr
 }
 
 TEST_CASE("A forked child dies by the signal at once and writes nothing", "[tracer]") {
+#if defined(__SANITIZE_THREAD__)
+  // TSan defers a signal to the next point where it may run the handler, and in a child forked
+  // from a multi-threaded process it never gets there: the child would not die by any handled
+  // signal, with or without gpuprio.
+  WARN("not run under ThreadSanitizer");
+  return;
+#endif
   const ProbeRun run = RunProbe("fork");
   CHECK(run.result.stdout_text.find("child_signal=15") != std::string::npos);
   CHECK(run.result.exit_code == 0);
