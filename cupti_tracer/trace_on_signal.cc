@@ -149,6 +149,7 @@ std::vector<int> FinishOnTerminatingSignals(void (*finish)(), void (*abandon)(),
                         std::strerror(error)));
     return {};
   }
+  pthread_setname_np(watcher, "gpuprio trace");  // what the program's thread list shows
   pthread_detach(watcher);
 
   struct sigaction ours;
