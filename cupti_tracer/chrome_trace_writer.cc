@@ -2,13 +2,9 @@
 // nest per track, then written with JsonWriter (which owns escaping and separators).
 #include "cupti_tracer/chrome_trace_writer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -19,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "cupti_tracer/json_writer.h"
+#include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_join.h"
 
 namespace gpuprio::tracer {
@@ -387,7 +384,7 @@ void SerializeChromeTrace(const TraceInput& input, JsonWriter& w) {
   const std::pair<const char*, int64_t> fields[] = {
       {"version", kFormatVersion},
       {"pid", input.pid},
-      {"dropped_records", static_cast<int64_t>(input.dropped_records)},
+      {"dropped_records", static_cast<int64_t>(input.drops.cupti_records())},
       {"ops", c.ops},
       {"ops_linked_to_gpu", c.ops_linked_to_gpu},
       {"gpu_records", c.gpu_records},
@@ -398,6 +395,11 @@ void SerializeChromeTrace(const TraceInput& input, JsonWriter& w) {
       {"ops_missing_driver_call", c.ops_missing_driver_call},
       {"client_spans_synthesized", c.client_spans_synthesized},
       {"api_records", c.api_records},
+      {"dropped_records_by_cupti", static_cast<int64_t>(input.drops.records_by_cupti)},
+      {"dropped_records_over_cap", static_cast<int64_t>(input.drops.records_over_cap)},
+      {"refused_buffers", static_cast<int64_t>(input.drops.buffers_refused)},
+      {"dropped_op_events", static_cast<int64_t>(input.drops.op_events)},
+      {"dropped_counter_samples", static_cast<int64_t>(input.drops.counter_samples)},
   };
   for (const auto& [key, value] : fields) {
     w.Key(key);
@@ -420,27 +422,11 @@ std::string ChromeTraceJson(const TraceInput& input) {
 }
 
 absl::Status WriteChromeTrace(const TraceInput& input, const std::string& path) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  std::FILE* file = std::fopen(tmp.c_str(), "w");
-  if (file == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create trace file ", tmp, ": ", std::strerror(errno)));
-  }
-  absl::Status status;
-  {
+  return WriteFileReplacing(path, [&input](std::FILE* file) {
     JsonWriter w(file);
     SerializeChromeTrace(input, w);
-    status = w.Finish();
-  }
-  if (std::fclose(file) != 0 && status.ok()) {
-    status = absl::DataLossError(absl::StrCat("writing ", tmp, ": ", std::strerror(errno)));
-  }
-  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = absl::UnavailableError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
-  }
-  if (!status.ok()) std::remove(tmp.c_str());
-  return status;
+    return w.Finish();
+  });
 }
 
 }  // namespace gpuprio::tracer

@@ -13,8 +13,9 @@ namespace gpuprio::tracer {
 // Process id of GPU `d`'s track in the trace (one "process" per device).
 inline constexpr uint32_t kGpuPidBase = 1000000;
 
-// Writes the trace of `input` to `path`: first to `path`.tmp.<pid>, then renamed onto `path`, so
-// a reader never sees half a file. On error the temporary file is removed and `path` is untouched.
+// Writes the trace of `input` to `path` through WriteFileReplacing (trace_file.h): a new private
+// temporary beside `path`, renamed onto it, so a reader never sees half a file; a link or
+// anything but a regular file at `path` is refused. On error `path` is untouched.
 absl::Status WriteChromeTrace(const TraceInput& input, const std::string& path);
 
 // The same JSON, as a string (for tests and small traces).

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "cupti_tracer/activity_decoder.h"
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "cupti_tracer/counter_throttle.h"
@@ -76,12 +77,15 @@ class TracerCore {
   TracerCore(const CuptiApi& api, CuptiTracerOptions options)
       : api_(api),
         options_(std::move(options)),
+        owner_pid_(getpid()),
         budget_(options_.max_bytes),
         events_(&budget_),
         carrier_(ExternalIdFunctions{api.activity_push_external_correlation_id,
                                      api.activity_pop_external_correlation_id}) {}
 
   absl::Status Start();
+  // Once per process, by whichever caller comes first; a concurrent caller waits until the trace
+  // is written. Does nothing in a forked child.
   absl::Status Finish();
 
   // C callbacks (trampolines below) land here.
@@ -111,6 +115,8 @@ class TracerCore {
     if (result == CUPTI_SUCCESS) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat(call, " failed: ", api_.ErrorString(result)));
   }
+  // Flushes CUPTI, assembles the trace, writes it and logs the outcome (Finish's work).
+  absl::Status WriteTrace();
   void FillApiNames();
   // Runtime callbacks for the APIs of traced_apis.h only (the whole domain if none took).
   absl::Status EnableTracedApiCallbacks();
@@ -122,6 +128,9 @@ class TracerCore {
 
   const CuptiApi api_;
   const CuptiTracerOptions options_;
+  // The process that started tracing. A forked child inherits a copy of its events, which are
+  // its parent's: only this process writes the trace.
+  const pid_t owner_pid_;
   MemoryBudget budget_;
   EventRegistry events_;
   ExternalIdCarrier carrier_;
@@ -129,12 +138,20 @@ class TracerCore {
   ApiNameTable names_;  // filled in Start before activities are enabled; read-only afterwards
   std::atomic<uint64_t> next_op_id_{1};
   std::atomic<bool> finished_{false};
+  // Notified when the Finish() that took finished_ returns: a second caller (the exit path while
+  // a signal's write is under way, or the reverse) waits for it instead of letting the process
+  // end in the middle of the write.
+  absl::Notification finish_done_;
+  std::atomic<bool> fork_noted_{false};
 
-  // Records CUPTI reported dropped (per context/stream, summed), records decoded but dropped
-  // for the memory cap, and buffers refused for the cap (CUPTI counts their records as dropped).
+  // Records CUPTI reported dropped (cuptiActivityGetNumDroppedRecords, summed), records decoded
+  // but dropped for the memory cap, buffers refused for the cap (CUPTI counts their records as
+  // its own drops), and counter samples dropped for the cap. gpuprio's op events dropped for the
+  // cap are counted by events_.
   std::atomic<uint64_t> cupti_dropped_{0};
   std::atomic<uint64_t> cap_dropped_records_{0};
   std::atomic<uint64_t> refused_buffers_{0};
+  std::atomic<uint64_t> dropped_counter_samples_{0};
 
   // Lock order: none of these is held while calling into CUPTI, and none is taken while
   // another is held. CUPTI calls OnBufferCompleted holding its own lock; were mu_ held across
@@ -426,11 +443,32 @@ void TracerCore::OnQueueState(int device, int priority, int64_t pending,
   const size_t added = counter_samples_.size() - before;
   if (added > 0 && !budget_.TryReserve(added * sizeof(CounterThrottle::Sample))) {
     counter_samples_.resize(before);
+    dropped_counter_samples_.fetch_add(added, std::memory_order_relaxed);
   }
 }
 
 absl::Status TracerCore::Finish() {
-  if (finished_.exchange(true, std::memory_order_acq_rel)) return absl::OkStatus();
+  if (getpid() != owner_pid_) {
+    // A forked child: its copy of the events is its parent's (and CUPTI does not trace across
+    // fork). Checked first: a write the parent had under way when it forked never ends here.
+    if (!fork_noted_.exchange(true, std::memory_order_relaxed)) {
+      Log(LogLevel::kInfo,
+          absl::StrFormat("trace: process %d is a fork of %d, which writes %s; this process "
+                          "writes no trace",
+                          getpid(), owner_pid_, options_.path));
+    }
+    return absl::OkStatus();
+  }
+  if (finished_.exchange(true, std::memory_order_acq_rel)) {
+    finish_done_.WaitForNotification();
+    return absl::OkStatus();
+  }
+  absl::Status status = WriteTrace();
+  finish_done_.Notify();
+  return status;
+}
+
+absl::Status TracerCore::WriteTrace() {
   // No lock of ours is held across these CUPTI calls: the flush calls OnBufferCompleted (here
   // and on CUPTI's worker thread) under CUPTI's lock, and OnBufferCompleted takes mu_.
   for (CUpti_ActivityKind kind : kActivityKinds) api_.activity_disable(kind);
@@ -439,6 +477,13 @@ absl::Status TracerCore::Finish() {
     Log(LogLevel::kWarning,
         absl::StrCat("trace: cuptiActivityFlushAll failed: ", api_.ErrorString(flushed),
                      "; the trace may miss the last records"));
+  }
+  // Records CUPTI dropped after the last buffer it completed (every buffer refused at the cap:
+  // then no completion ever read the count) are read from the global queue now.
+  size_t dropped_since_last_buffer = 0;
+  if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped_since_last_buffer) ==
+      CUPTI_SUCCESS) {
+    cupti_dropped_.fetch_add(dropped_since_last_buffer, std::memory_order_relaxed);
   }
 
   TraceInput input;
@@ -465,22 +510,25 @@ absl::Status TracerCore::Finish() {
   }
   AddThreadNames(dispatcher_names, &ThreadNameFromProc, &input);
   input.base_ns = EarliestTimestamp(input);
-  const uint64_t cupti_dropped = cupti_dropped_.load(std::memory_order_relaxed);
-  const uint64_t cap_dropped = cap_dropped_records_.load(std::memory_order_relaxed);
-  input.dropped_records = cupti_dropped + cap_dropped;
+  TraceDrops& drops = input.drops;
+  drops.records_by_cupti = cupti_dropped_.load(std::memory_order_relaxed);
+  drops.records_over_cap = cap_dropped_records_.load(std::memory_order_relaxed);
+  drops.buffers_refused = refused_buffers_.load(std::memory_order_relaxed);
+  drops.op_events = events_.dropped();
+  drops.counter_samples = dropped_counter_samples_.load(std::memory_order_relaxed);
 
   const absl::Status written = WriteChromeTrace(input, options_.path);
-  const uint64_t events_dropped = events_.dropped();
-  const bool lossy = input.dropped_records > 0 || events_dropped > 0;
+  // The same counts as the file's otherData (taken once, above), in one line.
   std::string line = absl::StrFormat(
       "trace: %s %s (%d ops, %d GPU records, %d API records); dropped: %d CUPTI records "
-      "(%d by CUPTI, %d over GPUPRIO_TRACE_MAX_MB=%d, %d buffers refused), %d gpuprio events",
+      "(%d by CUPTI, %d over GPUPRIO_TRACE_MAX_MB=%d, %d buffers refused), %d op events, "
+      "%d counter samples",
       written.ok() ? "wrote" : "could not write", options_.path, input.ops_submitted.size(),
-      input.gpu_activities.size(), input.api_calls.size(), input.dropped_records, cupti_dropped,
-      cap_dropped, options_.max_bytes >> 20, refused_buffers_.load(std::memory_order_relaxed),
-      events_dropped);
+      input.gpu_activities.size(), input.api_calls.size(), drops.cupti_records(),
+      drops.records_by_cupti, drops.records_over_cap, options_.max_bytes >> 20,
+      drops.buffers_refused, drops.op_events, drops.counter_samples);
   if (!written.ok()) absl::StrAppend(&line, ": ", written.message());
-  Log(!written.ok() ? LogLevel::kError : lossy ? LogLevel::kWarning : LogLevel::kInfo, line);
+  Log(!written.ok() ? LogLevel::kError : drops.any() ? LogLevel::kWarning : LogLevel::kInfo, line);
   return written;
 }
 

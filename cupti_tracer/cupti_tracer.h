@@ -2,11 +2,12 @@
 // gpuprio's own view (which client thread submitted each op, when the dispatcher issued it, queue
 // depths), and writes it at exit as Chrome trace JSON (docs/trace_format.md).
 //
-// Lifecycle: Start() subscribes to CUPTI and enables activity kinds; Finish() (once, at exit,
-// after the dispatchers stopped and before the CUDA runtime tears down) flushes CUPTI, assembles
-// a TraceInput and writes it. At most one CuptiTracer runs per process (CUPTI's callbacks are
-// process-wide). The state CUPTI calls back into is a leaked singleton: CUPTI may deliver buffers
-// from its own thread until the process is gone, so destroying a CuptiTracer frees nothing.
+// Lifecycle: Start() subscribes to CUPTI and enables activity kinds; Finish() (once: at exit,
+// after the dispatchers stopped and before the CUDA runtime tears down, or on SIGTERM/SIGINT,
+// trace_on_signal.h) flushes CUPTI, assembles a TraceInput and writes it. At most one
+// CuptiTracer runs per process (CUPTI's callbacks are process-wide). The state CUPTI calls back
+// into is a leaked singleton: CUPTI may deliver buffers from its own thread until the process is
+// gone, so destroying a CuptiTracer frees nothing.
 //
 // Join keys it records (DESIGN §5): op id = CUSTOM2 external correlation id pushed around the
 // real call on the dispatcher; the client's runtime correlation id stored from a runtime-API
@@ -54,8 +55,10 @@ class CuptiTracer : public scheduler::OpObserver {
   static absl::StatusOr<std::unique_ptr<CuptiTracer>> Start(const CuptiApi& api,
                                                             CuptiTracerOptions options);
 
-  // Flushes CUPTI and writes the trace. Runs once; later calls return OkStatus and do nothing.
-  // Logs one line with the path, op and record counts, and records dropped.
+  // Flushes CUPTI and writes the trace (trace_file.h). Runs once; a later or concurrent call
+  // waits until that one has written the trace, then returns OkStatus. In a forked child it
+  // writes nothing (the events are the parent's) and says so at info level. Logs one line with
+  // the path, op and record counts, and everything dropped, by cause (as the file's otherData).
   absl::Status Finish();
   // Finish() of the tracer started in this process, whoever holds it (the hook calls this from
   // its exit path); OkStatus when none was started.

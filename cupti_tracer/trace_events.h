@@ -103,6 +103,21 @@ struct ThreadName {
   std::string name;  // "gpuprio dispatcher (GPU 0)"
 };
 
+// What the trace lacks, by cause (docs/trace_format.md, otherData). "Over the cap": refused by
+// gpuprio because GPUPRIO_TRACE_MAX_MB was reached.
+struct TraceDrops {
+  uint64_t records_by_cupti = 0;   // CUPTI records CUPTI dropped (cuptiActivityGetNumDroppedRecords:
+                                   // no buffer space, including buffers gpuprio refused at the cap)
+  uint64_t records_over_cap = 0;   // CUPTI records delivered to gpuprio and discarded at the cap
+  uint64_t buffers_refused = 0;    // activity buffers gpuprio refused CUPTI at the cap
+  uint64_t op_events = 0;          // gpuprio's op submit/issue events discarded at the cap
+  uint64_t counter_samples = 0;    // queue-depth / budget samples discarded at the cap
+
+  // CUPTI records lost, whoever dropped them (`dropped_records` in the trace).
+  uint64_t cupti_records() const { return records_by_cupti + records_over_cap; }
+  bool any() const { return cupti_records() + op_events + counter_samples > 0; }
+};
+
 // Everything one trace is made of. Vectors are in no particular order: CUPTI delivers buffers
 // per thread and out of order.
 struct TraceInput {
@@ -118,7 +133,7 @@ struct TraceInput {
   std::vector<OpIssued> ops_issued;
   std::vector<CounterSample> counters;
   std::vector<ThreadName> thread_names;
-  uint64_t dropped_records = 0;  // CUPTI records lost (cuptiActivityGetNumDroppedRecords)
+  TraceDrops drops;
 };
 
 }  // namespace gpuprio::tracer

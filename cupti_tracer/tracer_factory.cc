@@ -1,22 +1,31 @@
 #include "cupti_tracer/tracer_factory.h"
 
+#include <csignal>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "cupti_tracer/cupti_library.h"
 #include "cupti_tracer/cupti_tracer.h"
 #include "cupti_tracer/external_id_carrier.h"
 #include "cupti_tracer/nvtx_annotator.h"
+#include "cupti_tracer/trace_file.h"
+#include "cupti_tracer/trace_on_signal.h"
 #include "scheduler/logging.h"
 
 namespace gpuprio::tracer {
 namespace {
 
 constexpr int64_t kMaxTraceMb = 1 << 20;
+// How long SIGTERM/SIGINT may wait for the trace before the process ends without it (a wedged
+// driver must not keep a stopped server alive; container runtimes wait 10-30 s before SIGKILL).
+constexpr absl::Duration kSignalFinishBound = absl::Seconds(5);
 
 std::unique_ptr<scheduler::OpObserver> FallBackToNvtx(const TracerConfig& config,
                                                       absl::string_view why) {
@@ -70,6 +79,14 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
     if (!FindLoadedCupti().ok()) return nullptr;
     return std::make_unique<KinetoCarrier>();
   }
+  // Said now rather than after the run: a trace that cannot be written is not recorded.
+  if (absl::Status target = CheckTraceFileTarget(config.path); !target.ok()) {
+    Log(LogLevel::kError, absl::StrFormat("GPUPRIO_TRACE=%s: %s; no trace will be written",
+                                          config.path, target.message()));
+    TracerConfig untraced = config;
+    untraced.path.clear();
+    return MakeTracer(untraced);
+  }
   absl::StatusOr<const CuptiApi*> api = LoadCuptiLibrary(config.cupti_library);
   if (!api.ok()) return FallBackToNvtx(config, api.status().message());
   CuptiTracerOptions options;
@@ -78,7 +95,16 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
   options.all_apis = config.all_apis;
   absl::StatusOr<std::unique_ptr<CuptiTracer>> tracer = CuptiTracer::Start(**api, options);
   if (!tracer.ok()) return FallBackToNvtx(config, tracer.status().message());
-  Log(LogLevel::kInfo, absl::StrFormat("tracing to %s with %s (CUPTI)", config.path, (*api)->path));
+  const std::vector<int> signals =
+      FinishOnTerminatingSignals(&FinishTracerAtExit, &RemovePendingTemporary, kSignalFinishBound);
+  std::string on_signal;
+  for (int signo : signals) {
+    absl::StrAppend(&on_signal, on_signal.empty() ? "; on " : " and ",
+                    signo == SIGTERM ? "SIGTERM" : "SIGINT");
+  }
+  if (!on_signal.empty()) absl::StrAppend(&on_signal, " it is written before the process ends");
+  Log(LogLevel::kInfo, absl::StrFormat("tracing to %s with %s (CUPTI)%s", config.path,
+                                       (*api)->path, on_signal));
   return *std::move(tracer);
 }
 

@@ -1,8 +1,11 @@
 // The one entry point the hook uses to get a tracer for this process.
 //
-//   GPUPRIO_TRACE=FILE   -> CuptiTracer writing FILE at exit; if libcupti cannot be loaded or
-//                           CUPTI has another subscriber: one message, then NvtxAnnotator (NVTX
-//                           ranges plus Kineto id carrying).
+//   GPUPRIO_TRACE=FILE   -> CuptiTracer writing FILE at exit, or on SIGTERM/SIGINT when they had
+//                           their default action (trace_on_signal.h); if libcupti cannot be
+//                           loaded or CUPTI has another subscriber: one message, then
+//                           NvtxAnnotator (NVTX ranges plus Kineto id carrying). FILE must be a
+//                           regular file or a new name (trace_file.h): otherwise one message and
+//                           no trace, as if unset.
 //   unset                -> KinetoCarrier if libcupti is already loaded (PyTorch), else null
 //                           (no observer: the scheduler pays one pointer test per op).
 //   GPUPRIO_TRACE_MAX_MB -> memory cap of the trace, 1..1048576 (default 512).
@@ -46,7 +49,8 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config);
 // MakeTracer(ReadTracerConfig(std::getenv)).
 std::unique_ptr<scheduler::OpObserver> MakeTracerFromEnvironment();
 
-// Writes the trace if a CuptiTracer runs (once; later calls do nothing). Never fails the program.
+// Writes the trace if a CuptiTracer runs (once; a call while another is writing waits for it,
+// later ones do nothing; nothing in a forked child). Never fails the program.
 void FinishTracerAtExit();
 
 }  // namespace gpuprio::tracer

@@ -70,7 +70,7 @@ void AddOp(TraceInput& in, uint64_t id, int priority, int64_t delay_us, int64_t 
 TraceInput KnownTrace() {
   TraceInput in;
   in.pid = 77;
-  in.dropped_records = 7;
+  in.drops.records_by_cupti = 7;
   for (uint64_t k = 1; k <= 10; ++k) {
     AddOp(in, k, 1, static_cast<int64_t>(k), 2 * static_cast<int64_t>(k), "gemm", 10);
   }

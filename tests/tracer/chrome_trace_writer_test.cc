@@ -3,9 +3,12 @@
 // properly nested slices per track, relative times, metadata, queue events, counters, counts.
 #include "cupti_tracer/chrome_trace_writer.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -153,7 +156,13 @@ TEST_CASE("ChromeTrace draws each op from client to dispatcher to GPU", "[tracer
   CHECK(counts.at("ops_linked_to_gpu") == 8);
   CHECK(counts.at("gpu_records") == 9);
   CHECK(counts.at("gpu_records_linked_to_client") == 8);
+  // Every drop, by cause; dropped_records stays "CUPTI records lost" (by CUPTI + over the cap).
   CHECK(counts.at("dropped_records") == 3);
+  CHECK(counts.at("dropped_records_by_cupti") == 2);
+  CHECK(counts.at("dropped_records_over_cap") == 1);
+  CHECK(counts.at("refused_buffers") == 1);
+  CHECK(counts.at("dropped_op_events") == 4);
+  CHECK(counts.at("dropped_counter_samples") == 5);
   CHECK(counts.at("pid") == gpuprio_test::kPid);
 }
 
@@ -305,23 +314,39 @@ TEST_CASE("ChromeTrace of an empty input is a valid trace", "[tracer]") {
   CheckTraceInvariants(trace);
 }
 
+// Names in `dir`, sorted, without "." and "..".
+std::vector<std::string> DirectoryEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 TEST_CASE("WriteChromeTrace writes the file through a temporary and renames it", "[tracer]") {
   const char* tmpdir = std::getenv("TEST_TMPDIR");
   REQUIRE(tmpdir != nullptr);
+  std::string dir = std::string(tmpdir) + "/write_XXXXXX";
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
   const TraceInput input = gpuprio_test::Scenario();
-  const std::string path = std::string(tmpdir) + "/trace.json";
+  const std::string path = dir + "/trace.json";
   REQUIRE(WriteChromeTrace(input, path).ok());
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
   CHECK(text.str() == ChromeTraceJson(input));
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  CHECK(access(tmp.c_str(), F_OK) != 0);
+  CHECK(json::parse(text.str()).at("otherData").at("gpuprio").at("version") == 1);
+  CHECK(DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});  // no temporary left
 
   SECTION("and reports a directory that does not exist") {
     const absl::Status status = WriteChromeTrace(input, "/nonexistent-dir/trace.json");
     CHECK_FALSE(status.ok());
-    CHECK(status.message().find("/nonexistent-dir/trace.json.tmp.") != absl::string_view::npos);
+    CHECK(status.message().find("/nonexistent-dir") != absl::string_view::npos);
   }
 }
 

@@ -61,7 +61,11 @@ TraceInput Scenario(const ScenarioOptions& options) {
   in.pid = kPid;
   in.process_name = "python serve.py";
   in.thread_names = {{kDispatcher, "gpuprio dispatcher (GPU 0)"}, {kClientHigh, "main"}};
-  in.dropped_records = 3;
+  in.drops.records_by_cupti = 2;
+  in.drops.records_over_cap = 1;
+  in.drops.buffers_refused = 1;
+  in.drops.op_events = 4;
+  in.drops.counter_samples = 5;
 
   for (uint64_t k = 1; k <= static_cast<uint64_t>(options.deferred_ops); ++k) {
     const bool high = k % 2 == 1;
