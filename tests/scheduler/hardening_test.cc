@@ -1,6 +1,7 @@
 // Liveness and resource defects found by probing, each reproduced by hardening_client against the
 // fake driver with libgpuprio.so preloaded in schedule mode. Every scenario has a watchdog: a
 // stall fails with exit code 3 instead of hanging the test.
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,16 @@ using gpuprio_test::Env;
 constexpr bool kSanitized = true;  // ASan's quarantine and TSan's shadow make RSS meaningless
 #else
 constexpr bool kSanitized = false;
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// GCC 12's sanitizer runtimes do not hold their own locks across fork(): a child of a process
+// whose threads are busy can hang inside the runtime (seen under ASan: __sanitizer::FutexWait in
+// the child, about 1 fork in 400), and under TSan the fake driver's fork handlers (locks held
+// across the fork, replaced in the child) are reported as a lock-order inversion in every child.
+// The plain build runs the 200 forks.
+constexpr bool kForkSafeRuntime = false;
+#else
+constexpr bool kForkSafeRuntime = true;
 #endif
 
 std::string Client() {
@@ -54,7 +65,12 @@ TEST_CASE("fork() while other threads launch and wait never deadlocks the child"
           "[scheduler][hardening][fork]") {
   for (const char* direct : {"0", "1"}) {
     DYNAMIC_SECTION("GPUPRIO_DIRECT_ISSUE=" << direct) {
-      const auto v = RunScenario("fork_while_working", {{"GPUPRIO_DIRECT_ISSUE", direct}});
+      if (!kForkSafeRuntime) {
+        WARN("skipped under a sanitizer: its runtime is not fork-safe with busy threads");
+        return;
+      }
+      const auto v =
+          RunScenario("fork_while_working", {{"GPUPRIO_DIRECT_ISSUE", direct}});
       CHECK(v.at("hung_children") == 0);
       CHECK(v.at("failed_children") == 0);
     }
@@ -70,8 +86,8 @@ TEST_CASE("fork() does not wait for work held back by the policy", "[scheduler][
   // 3000 low-priority ops wait on a paused device: a fork that drained the queues first never
   // returned.
   // The queue limit is above the 3000 ops, so the launching thread itself is not held back.
-  const auto v =
-      RunScenario("fork_held", {{"GPUPRIO_DIRECT_ISSUE", "0"}, {"GPUPRIO_MAX_QUEUED", "10000"}});
+  const auto v = RunScenario(
+      "fork_held", {{"GPUPRIO_DIRECT_ISSUE", "0"}, {"GPUPRIO_MAX_QUEUED", "10000"}});
   CHECK(v.at("reached") == v.at("ops"));
 }
 
