@@ -94,6 +94,7 @@ class LineSink {
   static constexpr size_t kTail = kMaxLogLine - kHead - kMarkerMax - 1;  // 1: the newline
 
   void AppendRaw(absl::string_view text) {
+    if (text.empty()) return;  // its data() may be null, which memcpy must not get
     const size_t to_head = std::min(text.size(), kHead - head_len_);
     std::memcpy(line_ + head_len_, text.data(), to_head);
     head_len_ += to_head;
