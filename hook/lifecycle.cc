@@ -34,9 +34,8 @@ void AfterForkInChild() { ResetCallCounts(); }
 
 __attribute__((constructor)) void InitializeGpuprio() {
   (void)GetConfig();  // a bad GPUPRIO_* value is reported now, once
-  for (const std::string& warning : ProcessEnvironmentWarnings()) {
-    Log(LogLevel::kWarning, warning);
-  }
+  // A setting not honoured is reported at the level of a bad value, whatever GPUPRIO_LOG says.
+  for (const std::string& warning : ProcessEnvironmentWarnings()) Log(LogLevel::kError, warning);
   std::atexit(AtExit);
   pthread_atfork(nullptr, nullptr, AfterForkInChild);
   InstallForkHandlers();

@@ -82,9 +82,9 @@ TEST_CASE("Control characters in a value are echoed escaped, never raw", "[hook]
   CHECK_FALSE(absl::StrContains(r.stderr_text, "\x1b"));
 }
 
-TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one",
-          "[hook][config]") {
-  const ProbeResult r = Probe("schedule", {{"GPUPRIO_PRIORTY", "high"}});
+TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one, even when "
+          "only errors are shown", "[hook][config]") {
+  const ProbeResult r = Probe("schedule", {{"GPUPRIO_PRIORTY", "high"}, {"GPUPRIO_LOG", "error"}});
   INFO(r.stderr_text);
   CHECK(r.values.at("default_priority") == "0");
   REQUIRE(r.gpuprio_lines.size() == 1);
