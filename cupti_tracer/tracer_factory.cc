@@ -1,15 +1,11 @@
 #include "cupti_tracer/tracer_factory.h"
 
 #include <csignal>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "cupti_tracer/cupti_library.h"
 #include "cupti_tracer/cupti_tracer.h"
@@ -17,61 +13,26 @@
 #include "cupti_tracer/nvtx_annotator.h"
 #include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_on_signal.h"
+#include "scheduler/env_vars.h"
 #include "scheduler/logging.h"
 
 namespace gpuprio::tracer {
 namespace {
 
-constexpr int64_t kMaxTraceMb = 1 << 20;
 // How long SIGTERM/SIGINT may wait for the trace before the process ends without it (a wedged
 // driver must not keep a stopped server alive; container runtimes wait 10-30 s before SIGKILL).
 constexpr absl::Duration kSignalFinishBound = absl::Seconds(5);
 
 std::unique_ptr<scheduler::OpObserver> FallBackToNvtx(const TracerConfig& config,
                                                       absl::string_view why) {
-  Log(LogLevel::kWarning,
-      absl::StrFormat("GPUPRIO_TRACE=%s: %s; no trace file will be written, gpuprio adds NVTX "
-                      "ranges for the tool that holds CUPTI instead",
-                      config.path, why));
+  Logf(LogLevel::kWarning,
+       "GPUPRIO_TRACE=\"%s\": %s; no trace file will be written, gpuprio adds NVTX ranges for "
+       "the tool that holds CUPTI instead",
+       Escaped(config.path), why);
   return std::make_unique<NvtxAnnotator>();
 }
 
 }  // namespace
-
-absl::StatusOr<TracerConfig> ParseTracerConfig(
-    absl::FunctionRef<const char*(const char*)> getenv) {
-  TracerConfig config;
-  if (const char* raw = getenv("GPUPRIO_TRACE"); raw != nullptr) config.path = raw;
-  if (const char* raw = getenv("GPUPRIO_CUPTI_LIBRARY"); raw != nullptr) config.cupti_library = raw;
-  if (const char* raw = getenv("GPUPRIO_TRACE_MAX_MB"); raw != nullptr && *raw != '\0') {
-    int64_t mb = 0;
-    if (!absl::SimpleAtoi(raw, &mb) || mb < 1 || mb > kMaxTraceMb) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "GPUPRIO_TRACE_MAX_MB=\"%s\" is not valid (accepted: an integer number of MiB, 1..%d)",
-          raw, kMaxTraceMb));
-    }
-    config.max_bytes = static_cast<size_t>(mb) << 20;
-  }
-  if (const char* raw = getenv("GPUPRIO_TRACE_ALL_APIS"); raw != nullptr && *raw != '\0') {
-    const absl::string_view value = absl::StripAsciiWhitespace(raw);
-    if (value != "0" && value != "1") {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("GPUPRIO_TRACE_ALL_APIS=\"%s\" is not valid (accepted: 0, 1)", raw));
-    }
-    config.all_apis = value == "1";
-  }
-  return config;
-}
-
-TracerConfig ReadTracerConfig(absl::FunctionRef<const char*(const char*)> getenv) {
-  absl::StatusOr<TracerConfig> parsed = ParseTracerConfig(getenv);
-  if (parsed.ok()) return *std::move(parsed);
-  Log(LogLevel::kError, absl::StrCat(parsed.status().message(), "; using the default"));
-  TracerConfig config;
-  if (const char* raw = getenv("GPUPRIO_TRACE"); raw != nullptr) config.path = raw;
-  if (const char* raw = getenv("GPUPRIO_CUPTI_LIBRARY"); raw != nullptr) config.cupti_library = raw;
-  return config;
-}
 
 std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
   if (config.path.empty()) {
@@ -81,8 +42,8 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
   }
   // Said now rather than after the run: a trace that cannot be written is not recorded.
   if (absl::Status target = CheckTraceFileTarget(config.path); !target.ok()) {
-    Log(LogLevel::kError, absl::StrFormat("GPUPRIO_TRACE=%s: %s; no trace will be written",
-                                          config.path, target.message()));
+    Logf(LogLevel::kError, "GPUPRIO_TRACE=\"%s\": %s; no trace will be written",
+         Escaped(config.path), target.message());
     TracerConfig untraced = config;
     untraced.path.clear();
     return MakeTracer(untraced);
@@ -103,13 +64,13 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
                     signo == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   if (!on_signal.empty()) absl::StrAppend(&on_signal, " it is written before the process ends");
-  Log(LogLevel::kInfo, absl::StrFormat("tracing to %s with %s (CUPTI)%s", config.path,
-                                       (*api)->path, on_signal));
+  Logf(LogLevel::kInfo, "tracing to \"%s\" with %s (CUPTI)%s", Escaped(config.path),
+       Escaped((*api)->path), on_signal);
   return *std::move(tracer);
 }
 
 std::unique_ptr<scheduler::OpObserver> MakeTracerFromEnvironment() {
-  return MakeTracer(ReadTracerConfig([](const char* name) { return std::getenv(name); }));
+  return MakeTracer(ReadTracerConfig(GpuprioGetenv));
 }
 
 void FinishTracerAtExit() {

@@ -1,6 +1,7 @@
 // gpuprio's process configuration, read once from the environment (GPUPRIO_*).
-// ParseConfig is pure and reports bad values; GetConfig never fails: on a bad value it says so
-// once on stderr and runs the program on in passthrough mode (gpuprio never takes a program down).
+// ParseConfig is pure; GetConfig never fails: a bad value is reported once on stderr and replaced
+// by its fallback (docs/user_guide.md): the default for that variable, passthrough for
+// GPUPRIO_MODE. gpuprio never takes a program down.
 #ifndef GPUPRIO_HOOK_CONFIG_H_
 #define GPUPRIO_HOOK_CONFIG_H_
 
@@ -8,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "absl/functional/function_ref.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/env_reader.h"
+#include "scheduler/env_vars.h"
 #include "scheduler/logging.h"
 
 namespace gpuprio::hook {
@@ -36,13 +37,13 @@ struct Config {
 std::optional<int> ParsePriority(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
-// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE and GPUPRIO_MAX_QUEUED
-// through `getenv`; unset means the default. Returns InvalidArgument naming the variable, the bad value and the accepted
-// ones.
-absl::StatusOr<Config> ParseConfig(
-    absl::FunctionRef<const char*(const char*)> getenv);
+// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE and GPUPRIO_MAX_QUEUED through
+// `getenv` by env_reader.h's rule. A bad GPUPRIO_MODE gives passthrough; any other bad value gives
+// that variable's default.
+ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
-// The process configuration, parsed from the real environment on first use. Thread-safe.
+// The process configuration, parsed from the real environment (GpuprioGetenv) on first use; its
+// problems are logged then. Thread-safe.
 const Config& GetConfig();
 
 }  // namespace gpuprio::hook

@@ -2,76 +2,160 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
+#include "absl/strings/match.h"
 #include "catch2/catch.hpp"
 
 namespace gpuprio::hook {
 namespace {
 
-absl::StatusOr<Config> ParseFrom(const std::map<std::string, std::string>& env) {
+ParsedEnv<Config> ParseFrom(const std::map<std::string, std::string>& env) {
   return ParseConfig([&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
 }
 
+// The one problem of parsing `env`; fails the test unless there is exactly one.
+std::string OnlyProblem(const ParsedEnv<Config>& parsed) {
+  REQUIRE(parsed.problems.size() == 1);
+  return parsed.problems[0];
+}
+
 TEST_CASE("ParseConfig defaults to schedule mode and warnings", "[hook]") {
-  const auto config = ParseFrom({});
-  REQUIRE(config.ok());
-  CHECK(config->mode == Mode::kSchedule);
-  CHECK(config->log_level == LogLevel::kWarning);
+  const auto parsed = ParseFrom({});
+  CHECK(parsed.problems.empty());
+  CHECK(parsed.config.mode == Mode::kSchedule);
+  CHECK(parsed.config.log_level == LogLevel::kWarning);
 }
 
 TEST_CASE("ParseConfig reads every mode and log level, case-insensitively", "[hook]") {
-  CHECK(ParseFrom({{"GPUPRIO_MODE", "passthrough"}})->mode == Mode::kPassthrough);
-  CHECK(ParseFrom({{"GPUPRIO_MODE", "OFF"}})->mode == Mode::kOff);
-  CHECK(ParseFrom({{"GPUPRIO_MODE", "Schedule"}})->mode == Mode::kSchedule);
-  CHECK(ParseFrom({{"GPUPRIO_MODE", ""}})->mode == Mode::kSchedule);
-  CHECK(ParseFrom({{"GPUPRIO_LOG", "info"}})->log_level == LogLevel::kInfo);
-  CHECK(ParseFrom({{"GPUPRIO_LOG", "debug"}})->log_level == LogLevel::kDebug);
-  CHECK(ParseFrom({{"GPUPRIO_LOG", "error"}})->log_level == LogLevel::kError);
+  CHECK(ParseFrom({{"GPUPRIO_MODE", "passthrough"}}).config.mode == Mode::kPassthrough);
+  CHECK(ParseFrom({{"GPUPRIO_MODE", "OFF"}}).config.mode == Mode::kOff);
+  CHECK(ParseFrom({{"GPUPRIO_MODE", "Schedule"}}).config.mode == Mode::kSchedule);
+  CHECK(ParseFrom({{"GPUPRIO_MODE", ""}}).config.mode == Mode::kSchedule);
+  CHECK(ParseFrom({{"GPUPRIO_LOG", "info"}}).config.log_level == LogLevel::kInfo);
+  CHECK(ParseFrom({{"GPUPRIO_LOG", "debug"}}).config.log_level == LogLevel::kDebug);
+  CHECK(ParseFrom({{"GPUPRIO_LOG", "error"}}).config.log_level == LogLevel::kError);
 }
 
 TEST_CASE("ParseConfig names the variable, the bad value and the accepted ones", "[hook]") {
   SECTION("mode") {
-    const auto config = ParseFrom({{"GPUPRIO_MODE", "fast"}});
-    REQUIRE_FALSE(config.ok());
-    const std::string message(config.status().message());
+    const std::string message = OnlyProblem(ParseFrom({{"GPUPRIO_MODE", "fast"}}));
     CHECK(message.find("GPUPRIO_MODE") != std::string::npos);
     CHECK(message.find("\"fast\"") != std::string::npos);
     CHECK(message.find("passthrough") != std::string::npos);
   }
   SECTION("log") {
-    const auto config = ParseFrom({{"GPUPRIO_LOG", "loud"}});
-    REQUIRE_FALSE(config.ok());
-    CHECK(std::string(config.status().message()).find("GPUPRIO_LOG") != std::string::npos);
+    CHECK(OnlyProblem(ParseFrom({{"GPUPRIO_LOG", "loud"}})).find("GPUPRIO_LOG") !=
+          std::string::npos);
   }
   SECTION("direct issue") {
-    const auto config = ParseFrom({{"GPUPRIO_DIRECT_ISSUE", "yes"}});
-    REQUIRE_FALSE(config.ok());
-    CHECK(std::string(config.status().message()).find("GPUPRIO_DIRECT_ISSUE") !=
+    CHECK(OnlyProblem(ParseFrom({{"GPUPRIO_DIRECT_ISSUE", "yes"}})).find("GPUPRIO_DIRECT_ISSUE") !=
           std::string::npos);
   }
   SECTION("max queued") {
     for (const char* bad : {"1", "0", "-5", "1000001", "many"}) {
-      const auto config = ParseFrom({{"GPUPRIO_MAX_QUEUED", bad}});
       INFO(bad);
-      REQUIRE_FALSE(config.ok());
-      CHECK(std::string(config.status().message()).find("GPUPRIO_MAX_QUEUED") !=
-            std::string::npos);
+      const auto parsed = ParseFrom({{"GPUPRIO_MAX_QUEUED", bad}});
+      CHECK(OnlyProblem(parsed).find("GPUPRIO_MAX_QUEUED") != std::string::npos);
+      CHECK(parsed.config.max_queued == 1024);
     }
   }
 }
 
 TEST_CASE("ParseConfig reads the fast path switch and the queue limit", "[hook]") {
   const auto defaults = ParseFrom({});
-  REQUIRE(defaults.ok());
-  CHECK(defaults->direct_issue);
-  CHECK(defaults->max_queued == 1024);
+  CHECK(defaults.config.direct_issue);
+  CHECK(defaults.config.max_queued == 1024);
   const auto set = ParseFrom({{"GPUPRIO_DIRECT_ISSUE", "0"}, {"GPUPRIO_MAX_QUEUED", "64"}});
-  REQUIRE(set.ok());
-  CHECK_FALSE(set->direct_issue);
-  CHECK(set->max_queued == 64);
+  CHECK(set.problems.empty());
+  CHECK_FALSE(set.config.direct_issue);
+  CHECK(set.config.max_queued == 64);
+}
+
+bool SameConfig(const Config& a, const Config& b) {
+  return std::tie(a.mode, a.log_level, a.default_priority, a.budget_ns, a.direct_issue,
+                  a.max_queued) == std::tie(b.mode, b.log_level, b.default_priority, b.budget_ns,
+                                            b.direct_issue, b.max_queued);
+}
+
+// A setting of every variable, none of them a default or a fallback.
+const std::map<std::string, std::string> kAllSet = {
+    {"GPUPRIO_MODE", "off"},          {"GPUPRIO_LOG", "debug"},
+    {"GPUPRIO_PRIORITY", "high"},     {"GPUPRIO_BUDGET_US", "500"},
+    {"GPUPRIO_DIRECT_ISSUE", "0"},    {"GPUPRIO_MAX_QUEUED", "64"},
+};
+
+TEST_CASE("A bad value falls back for its own variable only; a bad mode means passthrough",
+          "[hook]") {
+  const auto all_set = ParseFrom(kAllSet);
+  REQUIRE(all_set.problems.empty());
+  const Config defaults = ParseFrom({}).config;
+  struct BadValue {
+    const char* name;
+    const char* value;
+    const char* fallback;                           // the end of the problem's message
+    void (*expect)(Config& config, const Config& defaults);  // what the bad value changes
+  };
+  const BadValue kBadValues[] = {
+      {"GPUPRIO_LOG", "loud", "using the default (warning)",
+       [](Config& c, const Config& d) { c.log_level = d.log_level; }},
+      {"GPUPRIO_PRIORITY", "hihg", "using the default (normal)",
+       [](Config& c, const Config& d) { c.default_priority = d.default_priority; }},
+      {"GPUPRIO_BUDGET_US", "2ms", "using the default (2000)",
+       [](Config& c, const Config& d) { c.budget_ns = d.budget_ns; }},
+      {"GPUPRIO_DIRECT_ISSUE", "yes", "using the default (1)",
+       [](Config& c, const Config& d) { c.direct_issue = d.direct_issue; }},
+      {"GPUPRIO_MAX_QUEUED", "1", "using the default (1024)",
+       [](Config& c, const Config& d) { c.max_queued = d.max_queued; }},
+      {"GPUPRIO_MODE", "fast", "running unscheduled (passthrough)",
+       [](Config& c, const Config&) { c.mode = Mode::kPassthrough; }},
+  };
+  for (const BadValue& bad : kBadValues) {
+    INFO(bad.name << "=" << bad.value);
+    std::map<std::string, std::string> env = kAllSet;
+    env[bad.name] = bad.value;
+    const auto parsed = ParseFrom(env);
+    REQUIRE(parsed.problems.size() == 1);
+    CHECK(absl::EndsWith(parsed.problems[0], std::string("; ") + bad.fallback));
+    Config expected = all_set.config;
+    bad.expect(expected, defaults);
+    CHECK(SameConfig(parsed.config, expected));
+  }
+  // Two bad values: two problems, each variable on its own.
+  const auto two = ParseFrom(
+      {{"GPUPRIO_LOG", "loud"}, {"GPUPRIO_BUDGET_US", "0"}, {"GPUPRIO_PRIORITY", "high"}});
+  CHECK(two.problems.size() == 2);
+  CHECK(two.config.mode == Mode::kSchedule);
+  CHECK(two.config.default_priority == 1);
+}
+
+TEST_CASE("Every variable ignores leading and trailing whitespace", "[hook]") {
+  for (const auto& [name, value] : kAllSet) {
+    const Config plain = ParseFrom({{name, value}}).config;
+    for (const char* pad : {" ", "\t", "\n", " \t\r\n\v\f"}) {
+      INFO(name << "=[" << pad << value << pad << "]");
+      const auto padded = ParseFrom({{name, pad + value + pad}});
+      CHECK(padded.problems.empty());
+      CHECK(SameConfig(padded.config, plain));
+    }
+    INFO(name << " blank");
+    const auto blank = ParseFrom({{name, " \t\n"}});
+    CHECK(blank.problems.empty());
+    CHECK(SameConfig(blank.config, ParseFrom({}).config));
+  }
+  // Inside a value whitespace is not removed.
+  CHECK(ParseFrom({{"GPUPRIO_MODE", "pass through"}}).problems.size() == 1);
+}
+
+TEST_CASE("A bad value is echoed with control characters escaped", "[hook]") {
+  const auto parsed = ParseFrom({{"GPUPRIO_MODE", "fast\n\x1b[31mred\\ \"quoted\""}});
+  const std::string message = OnlyProblem(parsed);
+  CHECK(absl::StartsWith(message,
+                         "GPUPRIO_MODE=\"fast\\n\\x1b[31mred\\\\ \\\"quoted\\\"\" is not valid"));
+  for (char c : message) CHECK(static_cast<unsigned char>(c) >= 0x20);
 }
 
 }  // namespace

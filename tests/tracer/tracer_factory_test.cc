@@ -10,7 +10,7 @@
 namespace gpuprio::tracer {
 namespace {
 
-absl::StatusOr<TracerConfig> ParseFrom(const std::map<std::string, std::string>& env) {
+ParsedEnv<TracerConfig> ParseFrom(const std::map<std::string, std::string>& env) {
   return ParseTracerConfig([&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
@@ -19,25 +19,26 @@ absl::StatusOr<TracerConfig> ParseFrom(const std::map<std::string, std::string>&
 
 TEST_CASE("ParseTracerConfig reads the trace variables", "[tracer]") {
   const auto defaults = ParseFrom({});
-  REQUIRE(defaults.ok());
-  CHECK(defaults->path.empty());
-  CHECK(defaults->max_bytes == size_t{512} << 20);
-  CHECK(defaults->cupti_library.empty());
+  CHECK(defaults.problems.empty());
+  CHECK(defaults.config.path.empty());
+  CHECK(defaults.config.max_bytes == size_t{512} << 20);
+  CHECK(defaults.config.cupti_library.empty());
   const auto set = ParseFrom({{"GPUPRIO_TRACE", "/tmp/t.json"},
                               {"GPUPRIO_TRACE_MAX_MB", "64"},
                               {"GPUPRIO_CUPTI_LIBRARY", "/opt/libcupti.so.13"}});
-  REQUIRE(set.ok());
-  CHECK(set->path == "/tmp/t.json");
-  CHECK(set->max_bytes == size_t{64} << 20);
-  CHECK(set->cupti_library == "/opt/libcupti.so.13");
+  CHECK(set.problems.empty());
+  CHECK(set.config.path == "/tmp/t.json");
+  CHECK(set.config.max_bytes == size_t{64} << 20);
+  CHECK(set.config.cupti_library == "/opt/libcupti.so.13");
 }
 
 TEST_CASE("A bad GPUPRIO_TRACE_MAX_MB is named, and tracing goes on with the default cap",
           "[tracer]") {
   for (const char* bad : {"0", "-3", "lots", "99999999"}) {
     const auto parsed = ParseFrom({{"GPUPRIO_TRACE_MAX_MB", bad}});
-    REQUIRE_FALSE(parsed.ok());
-    const std::string message(parsed.status().message());
+    REQUIRE(parsed.problems.size() == 1);
+    CHECK(parsed.config.max_bytes == size_t{512} << 20);
+    const std::string& message = parsed.problems[0];
     CHECK(message.find("GPUPRIO_TRACE_MAX_MB") != std::string::npos);
     CHECK(message.find(bad) != std::string::npos);
   }
@@ -48,6 +49,50 @@ TEST_CASE("A bad GPUPRIO_TRACE_MAX_MB is named, and tracing goes on with the def
   });
   CHECK(config.path == "/tmp/x.json");
   CHECK(config.max_bytes == size_t{512} << 20);
+}
+
+TEST_CASE("A bad tracer value falls back for its own variable only", "[tracer]") {
+  const std::map<std::string, std::string> all_set = {{"GPUPRIO_TRACE", "/tmp/t.json"},
+                                                      {"GPUPRIO_TRACE_MAX_MB", "64"},
+                                                      {"GPUPRIO_TRACE_ALL_APIS", "1"},
+                                                      {"GPUPRIO_CUPTI_LIBRARY", "/x/cupti.so"}};
+  auto bad_all_apis = all_set;
+  bad_all_apis["GPUPRIO_TRACE_ALL_APIS"] = "yes";
+  const auto parsed = ParseFrom(bad_all_apis);
+  REQUIRE(parsed.problems.size() == 1);
+  CHECK(parsed.problems[0] ==
+        "GPUPRIO_TRACE_ALL_APIS=\"yes\" is not valid (accepted: 0, 1); using the default (0)");
+  CHECK_FALSE(parsed.config.all_apis);
+  CHECK(parsed.config.max_bytes == size_t{64} << 20);
+  CHECK(parsed.config.path == "/tmp/t.json");
+  CHECK(parsed.config.cupti_library == "/x/cupti.so");
+
+  auto bad_max = all_set;
+  bad_max["GPUPRIO_TRACE_MAX_MB"] = "lots";
+  const auto capped = ParseFrom(bad_max);
+  REQUIRE(capped.problems.size() == 1);
+  CHECK(capped.config.max_bytes == size_t{512} << 20);
+  CHECK(capped.config.all_apis);
+}
+
+TEST_CASE("Every tracer variable ignores leading and trailing whitespace", "[tracer]") {
+  for (const char* pad : {" ", "\t", "\n", " \t\r\n\v\f"}) {
+    INFO("pad [" << pad << "]");
+    const std::string p = pad;
+    const auto parsed = ParseFrom({{"GPUPRIO_TRACE", p + "/tmp/my trace.json" + p},
+                                   {"GPUPRIO_TRACE_MAX_MB", p + "64" + p},
+                                   {"GPUPRIO_TRACE_ALL_APIS", p + "1" + p},
+                                   {"GPUPRIO_CUPTI_LIBRARY", p + "libcupti.so.13" + p}});
+    CHECK(parsed.problems.empty());
+    CHECK(parsed.config.path == "/tmp/my trace.json");
+    CHECK(parsed.config.max_bytes == size_t{64} << 20);
+    CHECK(parsed.config.all_apis);
+    CHECK(parsed.config.cupti_library == "libcupti.so.13");
+  }
+  const auto blank = ParseFrom({{"GPUPRIO_TRACE", " \n"}, {"GPUPRIO_CUPTI_LIBRARY", "\t"}});
+  CHECK(blank.problems.empty());
+  CHECK(blank.config.path.empty());
+  CHECK(blank.config.cupti_library.empty());
 }
 
 TEST_CASE("libcupti is searched in the documented order", "[tracer]") {

@@ -1,0 +1,34 @@
+// The tracer's settings, read from the environment by the rule of scheduler/env_reader.h:
+//   GPUPRIO_TRACE          the trace file; unset: no trace
+//   GPUPRIO_TRACE_MAX_MB   memory cap of the trace, 1..1048576 (default 512)
+//   GPUPRIO_CUPTI_LIBRARY  the libcupti to load (path or soname) instead of the search list
+//   GPUPRIO_TRACE_ALL_APIS 1: API records for every CUDA call, not only stream work and syncs
+// The process reads them through GpuprioGetenv, so a setuid program ignores the two paths.
+#ifndef GPUPRIO_CUPTI_TRACER_TRACER_CONFIG_H_
+#define GPUPRIO_CUPTI_TRACER_TRACER_CONFIG_H_
+
+#include <cstddef>
+#include <string>
+
+#include "scheduler/env_reader.h"
+#include "scheduler/env_vars.h"
+
+namespace gpuprio::tracer {
+
+struct TracerConfig {
+  std::string path;            // GPUPRIO_TRACE; empty: no trace
+  size_t max_bytes = size_t{512} << 20;
+  std::string cupti_library;   // GPUPRIO_CUPTI_LIBRARY; empty: the default search
+  bool all_apis = false;       // GPUPRIO_TRACE_ALL_APIS: 1 records every API call
+};
+
+// Pure. A bad GPUPRIO_TRACE_MAX_MB or GPUPRIO_TRACE_ALL_APIS is a problem and keeps its default;
+// tracing still happens.
+ParsedEnv<TracerConfig> ParseTracerConfig(GetenvFunction getenv);
+
+// ParseTracerConfig on `getenv`, its problems logged.
+TracerConfig ReadTracerConfig(GetenvFunction getenv);
+
+}  // namespace gpuprio::tracer
+
+#endif  // GPUPRIO_CUPTI_TRACER_TRACER_CONFIG_H_

@@ -1,0 +1,37 @@
+#include "scheduler/env_reader.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "scheduler/logging.h"
+
+namespace gpuprio {
+
+std::optional<absl::string_view> EnvReader::Get(const char* name) const {
+  const char* raw = getenv_(name);
+  if (raw == nullptr) return std::nullopt;
+  const absl::string_view value = absl::StripAsciiWhitespace(raw);
+  if (value.empty()) return std::nullopt;
+  return value;
+}
+
+bool EnvReader::ReadInteger(const char* name, int64_t min, int64_t max, absl::string_view what,
+                            absl::string_view fallback, int64_t* value) {
+  const std::optional<absl::string_view> text = Get(name);
+  if (!text.has_value()) return true;
+  int64_t number = 0;
+  if (absl::SimpleAtoi(*text, &number) && number >= min && number <= max) {
+    *value = number;
+    return true;
+  }
+  Reject(name, absl::StrFormat("%s, %d..%d", what, min, max), fallback);
+  return false;
+}
+
+void EnvReader::Reject(const char* name, absl::string_view accepted, absl::string_view fallback) {
+  const char* raw = getenv_(name);
+  problems_.push_back(absl::StrFormat("%s=\"%s\" is not valid (accepted: %s); %s", name,
+                                      Escaped(raw != nullptr ? raw : ""), accepted, fallback));
+}
+
+}  // namespace gpuprio

@@ -1,0 +1,96 @@
+// The configuration rules end to end: env_probe runs with libgpuprio.so preloaded against the fake
+// driver, and what gpuprio reports (C API) and writes (stderr) is checked.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "catch2/catch.hpp"
+#include "tests/client_env.h"
+#include "tests/runfiles.h"
+
+namespace {
+
+using gpuprio_test::Env;
+
+struct ProbeResult {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> gpuprio_lines;  // stderr lines starting "gpuprio: "
+  std::string stderr_text;
+};
+
+ProbeResult Probe(const std::string& mode, Env extra = {}) {
+  auto libcuda = gpuprio_test::Runfile("tests/fake_cuda/libcuda.so.1");
+  auto probe = gpuprio_test::Runfile("tests/hook/env_probe");
+  REQUIRE(libcuda.ok());
+  REQUIRE(probe.ok());
+  auto env = gpuprio_test::ClientEnv(mode, std::move(extra));
+  REQUIRE(env.ok());
+  auto result = gpuprio_test::RunProcess({*probe, *libcuda, "schedule"}, *env);
+  REQUIRE(result.ok());
+  INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
+  REQUIRE(result->exit_code == 0);
+  ProbeResult probe_result;
+  probe_result.values = gpuprio_test::StringValues(result->stdout_text);
+  REQUIRE(probe_result.values["done"] == "yes");
+  for (absl::string_view line : absl::StrSplit(result->stderr_text, '\n')) {
+    if (absl::StartsWith(line, "gpuprio: ")) probe_result.gpuprio_lines.emplace_back(line);
+  }
+  probe_result.stderr_text = result->stderr_text;
+  return probe_result;
+}
+
+TEST_CASE("A bad GPUPRIO_LOG is reported once and scheduling stays on", "[hook][config]") {
+  const ProbeResult r = Probe("schedule", {{"GPUPRIO_LOG", "loud"}, {"GPUPRIO_PRIORITY", "high"}});
+  INFO(r.stderr_text);
+  CHECK(r.values.at("gpuprio_mode") == "schedule");
+  CHECK(r.values.at("default_priority") == "1");
+  CHECK(r.values.at("scheduled_call") == "ok");
+  REQUIRE(r.gpuprio_lines.size() == 1);
+  CHECK(r.gpuprio_lines[0] ==
+        "gpuprio: GPUPRIO_LOG=\"loud\" is not valid (accepted: error, warning, info, debug, "
+        "warn); using the default (warning)");
+}
+
+TEST_CASE("Surrounding whitespace is ignored in the real environment too", "[hook][config]") {
+  const ProbeResult r = Probe(" passthrough\n", {{"GPUPRIO_PRIORITY", "\tlow "}});
+  INFO(r.stderr_text);
+  CHECK(r.values.at("gpuprio_mode") == "passthrough");
+  CHECK(r.values.at("default_priority") == "-1");
+  CHECK(r.gpuprio_lines.empty());
+}
+
+TEST_CASE("A 5000-byte bad value is reported in one line that keeps its end", "[hook][config]") {
+  const ProbeResult r = Probe(std::string(5000, 'z'));
+  INFO(r.stderr_text);
+  CHECK(r.values.at("gpuprio_mode") == "passthrough");
+  REQUIRE(r.gpuprio_lines.size() == 1);
+  const std::string& line = r.gpuprio_lines[0];
+  CHECK(absl::StartsWith(line, "gpuprio: GPUPRIO_MODE=\"zzz"));
+  CHECK(absl::EndsWith(line, "\" is not valid (accepted: schedule, passthrough, off); "
+                             "running unscheduled (passthrough)"));
+  CHECK(line.size() < 4096);
+}
+
+TEST_CASE("Control characters in a value are echoed escaped, never raw", "[hook][config]") {
+  const ProbeResult r = Probe("fast\ngpuprio: forged line\x1b[2J");
+  INFO(r.stderr_text);
+  REQUIRE(r.gpuprio_lines.size() == 1);
+  CHECK(absl::StartsWith(r.gpuprio_lines[0],
+                         "gpuprio: GPUPRIO_MODE=\"fast\\ngpuprio: forged line\\x1b[2J\" is not "
+                         "valid"));
+  CHECK_FALSE(absl::StrContains(r.stderr_text, "\x1b"));
+}
+
+TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one, even when "
+          "only errors are shown", "[hook][config]") {
+  const ProbeResult r = Probe("schedule", {{"GPUPRIO_PRIORTY", "high"}, {"GPUPRIO_LOG", "error"}});
+  INFO(r.stderr_text);
+  CHECK(r.values.at("default_priority") == "0");
+  REQUIRE(r.gpuprio_lines.size() == 1);
+  CHECK(r.gpuprio_lines[0] ==
+        "gpuprio: GPUPRIO_PRIORTY is not a gpuprio variable and is ignored (the closest known "
+        "one is GPUPRIO_PRIORITY)");
+}
+
+}  // namespace

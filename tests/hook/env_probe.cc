@@ -1,0 +1,96 @@
+// Reports what a preloaded libgpuprio.so made of the environment, for the tests of configuration
+// end to end (env_handling_test) and of secure execution (secure_execution_test).
+//
+//   env_probe LIBCUDA [schedule]
+//
+// LIBCUDA (the fake driver) is dlopen()ed by absolute path before any CUDA call: a setuid program
+// ignores LD_LIBRARY_PATH, and gpuprio finds the driver already loaded by its soname. With
+// "schedule", one async memset goes through gpuprio's cuMemsetD8Async, which creates the scheduler
+// and with it the tracer (GPUPRIO_TRACE, GPUPRIO_CUPTI_LIBRARY).
+// Prints key=value lines: at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio),
+// default_priority, scheduled_call, done=yes. Exits non-zero on any failure.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+// A setuid process cannot open its own /proc/self/environ (non-dumpable: root owns it), which is
+// where the sanitizer runtimes read ASAN_OPTIONS and TSAN_OPTIONS; so a sanitized build of the
+// probe carries what the tests would have passed (tests/client_env.cc). Unused otherwise.
+extern "C" const char* __asan_default_options() {
+  return "verify_asan_link_order=0:detect_leaks=0";
+}
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:absl::*::synchronization_internal::Waiter::Post\n";  // tsan_dlopen.supp
+}
+
+namespace {
+
+[[noreturn]] void Fail(const char* what) {
+  const char* why = dlerror();
+  std::fprintf(stderr, "env_probe: %s failed%s%s\n", what, why != nullptr ? ": " : "",
+               why != nullptr ? why : "");
+  std::exit(1);
+}
+
+template <typename Fn>
+Fn Symbol(const char* name) {
+  // RTLD_DEFAULT: the preloaded gpuprio comes first (and its dlsym answers this lookup).
+  void* symbol = dlsym(RTLD_DEFAULT, name);
+  if (symbol == nullptr) Fail(name);
+  return reinterpret_cast<Fn>(symbol);
+}
+
+void Check(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS) {
+    std::fprintf(stderr, "env_probe: %s returned %d\n", what, static_cast<int>(result));
+    std::exit(1);
+  }
+}
+
+void ScheduledCall() {
+  Check(Symbol<CUresult (*)(unsigned)>("cuInit")(0), "cuInit");
+  CUdevice device = 0;
+  Check(Symbol<CUresult (*)(CUdevice*, int)>("cuDeviceGet")(&device, 0), "cuDeviceGet");
+  CUcontext context = nullptr;
+  Check(Symbol<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&context, device),
+        "cuDevicePrimaryCtxRetain");
+  Check(Symbol<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(context), "cuCtxSetCurrent");
+  CUstream stream = nullptr;
+  Check(Symbol<CUresult (*)(CUstream*, unsigned)>("cuStreamCreate")(&stream, 0), "cuStreamCreate");
+  CUdeviceptr memory = 0;
+  Check(Symbol<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&memory, 256), "cuMemAlloc");
+  Check(Symbol<CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream)>("cuMemsetD8Async")(
+            memory, 7, 256, stream),
+        "cuMemsetD8Async");
+  Check(Symbol<CUresult (*)(CUstream)>("cuStreamSynchronize")(stream), "cuStreamSynchronize");
+  std::printf("scheduled_call=ok\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: env_probe LIBCUDA [schedule]\n");
+    return 2;
+  }
+  std::printf("at_secure=%lu ruid=%d euid=%d\n", getauxval(AT_SECURE), static_cast<int>(getuid()),
+              static_cast<int>(geteuid()));
+  std::fflush(stdout);
+  if (dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == nullptr) Fail("dlopen of the driver");
+  if (dlsym(RTLD_DEFAULT, "gpuprio_mode") == nullptr) {
+    std::printf("gpuprio_mode=absent\n");
+  } else {
+    std::printf("gpuprio_mode=%s\n", Symbol<const char* (*)()>("gpuprio_mode")());
+    std::printf("default_priority=%d\n", Symbol<int (*)()>("gpuprio_get_default_priority")());
+  }
+  if (argc > 2 && std::strcmp(argv[2], "schedule") == 0) ScheduledCall();
+  std::printf("done=yes\n");
+  std::fflush(stdout);
+  return 0;
+}
