@@ -65,6 +65,10 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   env.ReadInteger("GPUPRIO_MAX_QUEUED", 2, 1'000'000, "an integer number of ops per stream",
                   "using the default (1024)", &max_queued);
   config.max_queued = static_cast<uint64_t>(max_queued);
+  int64_t exit_timeout_ms = static_cast<int64_t>(config.exit_timeout_ns / 1'000'000);
+  env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000, "an integer number of milliseconds",
+                  "using the default (30000)", &exit_timeout_ms);
+  config.exit_timeout_ns = static_cast<uint64_t>(exit_timeout_ms) * 1'000'000;
   return {config, env.TakeProblems()};
 }
 

@@ -31,13 +31,17 @@ struct Config {
   uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
   bool direct_issue = true;          // GPUPRIO_DIRECT_ISSUE: 1 | 0 (the scheduler's fast path)
   uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
+  // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
+  // queued work is abandoned.
+  uint64_t exit_timeout_ns = 30'000'000'000;
 };
 
 // "low" / "normal" / "high" or an integer in [-100, 100]; nullopt otherwise.
 std::optional<int> ParsePriority(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
-// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE and GPUPRIO_MAX_QUEUED through
+// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE, GPUPRIO_MAX_QUEUED and GPUPRIO_EXIT_TIMEOUT_MS
+// through
 // `getenv` by env_reader.h's rule. A bad GPUPRIO_MODE gives passthrough; any other bad value gives
 // that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);

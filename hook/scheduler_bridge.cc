@@ -99,6 +99,7 @@ void CreateScheduler() {
   options.budget_ns = config.budget_ns;
   options.direct_issue = config.direct_issue;
   options.max_queued_per_stream = config.max_queued;
+  options.stop_stall_timeout_ns = config.exit_timeout_ns;
   // A kernel never measured counts as a whole budget: one at a time until it has a history.
   options.default_estimate_ns = config.budget_ns;
   // The tracer (GPUPRIO_TRACE), or the Kineto id carrier when libcupti is loaded, or none. Never

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "scheduler/backpressure.h"
 #include "scheduler/clock.h"
+#include "scheduler/log_throttle.h"
 #include "scheduler/logging.h"
 #include "scheduler/op_pool.h"
 
@@ -225,8 +226,8 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // a completion is noticed; the budget keeps more work than that queued on the GPU, so the late
   // notice costs no GPU time (estimates are not trusted for this: an unmeasured kernel counts as
   // a whole budget, and sleeping on it would idle the GPU).
-  constexpr int kSpinRounds = 32;
-  constexpr int64_t kMinBackoffNs = 10'000;
+  constexpr int kSpinRounds = 8;
+  constexpr int64_t kMinBackoffNs = 20'000;
   if (++*rounds <= kSpinRounds) {
     for (int i = 0; i < 64; ++i) CpuRelax();
     return;
@@ -261,10 +262,10 @@ void Dispatcher::AbandonPending() {
   }
   active_.clear();
   NotifyWaiters();
-  Log(LogLevel::kError,
-      absl::StrFormat("exit: the GPU completed no work for %d ms; %d queued ops were not issued",
-                      static_cast<int>(options_.stop_stall_timeout_ns / 1'000'000),
-                      static_cast<int>(abandoned)));
+  Logf(LogLevel::kError,
+       "exit: the GPU completed no work for %d ms (GPUPRIO_EXIT_TIMEOUT_MS); %d queued ops were "
+       "not issued",
+       static_cast<int>(options_.stop_stall_timeout_ns / 1'000'000), static_cast<int>(abandoned));
 }
 
 bool Dispatcher::DrainInbox() {
@@ -427,11 +428,13 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   if (result != CUDA_SUCCESS) {
     int expected = CUDA_SUCCESS;
     s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
-    Log(LogLevel::kError,
-        absl::StrFormat("%s on stream %p failed with CUDA error %d; the stream's next "
-                        "synchronize or query returns it",
-                        op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
-                        static_cast<int>(result)));
+    // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
+    // lines); the suppressed count is reported.
+    GPUPRIO_LOG_THROTTLED(LogLevel::kError,
+                          "%s on stream %p failed with CUDA error %d; the stream's next "
+                          "synchronize or query returns it",
+                          op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
+                          static_cast<int>(result));
     if (start != nullptr) q->free_events.push_back(start);
   } else {
     const uint64_t estimate = estimate_before;  // before this op could have taught it anything

@@ -22,6 +22,7 @@ constexpr KnownEnvVar kKnownEnvVars[] = {
     {"GPUPRIO_PRIORITY", EnvVarReader::kLibrary, false},
     {"GPUPRIO_BUDGET_US", EnvVarReader::kLibrary, false},
     {"GPUPRIO_MAX_QUEUED", EnvVarReader::kLibrary, false},
+    {"GPUPRIO_EXIT_TIMEOUT_MS", EnvVarReader::kLibrary, false},
     {"GPUPRIO_DIRECT_ISSUE", EnvVarReader::kLibrary, false},
     {"GPUPRIO_LOG", EnvVarReader::kLibrary, false},
     {"GPUPRIO_TRACE", EnvVarReader::kLibrary, true},

@@ -13,6 +13,8 @@
 //                    only after the 300 ms kernel queued behind the failing launch has finished.
 //   held_cpu         200 x 5 ms low-priority kernels held back by the budget; prints the
 //                    process's CPU time and the wall time of the run.
+//   exit_wedged      low-priority work queued on a paused device that never resumes; main returns
+//                    (gpuprio's exit handler must give up instead of waiting forever).
 //   stream_churn     20,000 streams created, used (normal and low priority) and destroyed;
 //                    prints live driver events and RSS growth after warm-up.
 #include <cuda.h>
@@ -193,7 +195,7 @@ int ForkWhileWorking() {
     Check(pid >= 0, "fork");
     if (pid == 0) ChildWork();
     int status = 0;
-    if (!ReapWithin(pid, 10, &status)) {
+    if (!ReapWithin(pid, 30, &status)) {
       ++hung;
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       ++failed;
@@ -334,6 +336,18 @@ int HeldCpu() {
   return fake_client::Succeed();
 }
 
+int ExitWedged() {
+  StartWatchdog(60);
+  Init();
+  CUfunction sleep = Function("sleep_ns");
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
+  SetThreadPriority(-1);
+  fakecuda_set_device_paused(0, 1);
+  for (int i = 0; i < 10; ++i) LaunchSleep(sleep, 1000, stream, "held launch");
+  return fake_client::Succeed();  // exit handlers run with the device still paused
+}
+
 long RssKb() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -396,5 +410,6 @@ int main(int argc, char** argv) {
   if (scenario == "error_waits") return ErrorWaits();
   if (scenario == "held_cpu") return HeldCpu();
   if (scenario == "stream_churn") return StreamChurn();
+  if (scenario == "exit_wedged") return ExitWedged();
   Fail("unknown scenario");
 }
