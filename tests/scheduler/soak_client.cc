@@ -144,8 +144,7 @@ class Soak {
   std::atomic<bool> stop_watch_{false};
   int64_t start_ns_ = 0;
   int64_t warm_up_ns_ = 0;
-  long rss_first_kb_ = -1, rss_last_kb_ = -1, rss_max_kb_ = -1;
-  int rss_samples_ = 0;
+  std::vector<long> rss_kb_;  // one sample a second after warm-up
 };
 
 void Soak::Setup() {
@@ -355,11 +354,7 @@ void Soak::Watch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const int64_t now = NowNs();
     if (now >= next_sample) {
-      const long rss = sched_client::RssKb();
-      if (rss_first_kb_ < 0) rss_first_kb_ = rss;
-      rss_last_kb_ = rss;
-      rss_max_kb_ = std::max(rss_max_kb_, rss);
-      ++rss_samples_;
+      rss_kb_.push_back(sched_client::RssKb());
       next_sample += 1'000'000'000;
     }
     std::string stalled;
@@ -450,12 +445,17 @@ int Soak::Run() {
       static_cast<unsigned long long>(copies_checked_),
       static_cast<unsigned long long>(streams_created_.load()),
       static_cast<long long>(max_call_ns / 1000), max_call);
-  std::printf("rss_warm_up_s=%lld rss_samples=%d rss_first_kb=%ld rss_last_kb=%ld rss_max_kb=%ld "
-              "rss_growth_kb=%ld stalls=0\n",
-              static_cast<long long>(warm_up_ns_ / 1'000'000'000), rss_samples_, rss_first_kb_,
-              rss_last_kb_, rss_max_kb_, rss_last_kb_ - rss_first_kb_);
+  Check(rss_kb_.size() >= 2, "the run lasts beyond its warm-up");
+  std::string by_minute;  // the first sample and one a minute after it
+  for (size_t i = 0; i < rss_kb_.size(); i += 60) {
+    by_minute += (by_minute.empty() ? "" : ",") + std::to_string(rss_kb_[i]);
+  }
+  std::printf("rss_warm_up_s=%lld rss_samples=%zu rss_first_kb=%ld rss_last_kb=%ld rss_max_kb=%ld "
+              "rss_growth_kb=%ld rss_kb_each_minute=%s stalls=0\n",
+              static_cast<long long>(warm_up_ns_ / 1'000'000'000), rss_kb_.size(),
+              rss_kb_.front(), rss_kb_.back(), *std::max_element(rss_kb_.begin(), rss_kb_.end()),
+              rss_kb_.back() - rss_kb_.front(), by_minute.c_str());
   Check(failures == 0, "every call returned success (queries: success or not ready)");
-  Check(rss_samples_ >= 2, "the run lasts beyond its warm-up");
   return fake_client::Succeed();
 }
 
