@@ -123,9 +123,11 @@ void Dispatcher::AdoptDirectWork() {
   }
 }
 
-void Dispatcher::SetContext(CUcontext context) {
-  if (context == current_context_ || context == nullptr) return;
-  if (driver_.ctx_set_current(context) == CUDA_SUCCESS) current_context_ = context;
+CUresult Dispatcher::SetContext(CUcontext context) {
+  if (context == current_context_ || context == nullptr) return CUDA_SUCCESS;
+  const CUresult result = driver_.ctx_set_current(context);
+  if (result == CUDA_SUCCESS) current_context_ = context;
+  return result;
 }
 
 void Dispatcher::WaitIssued(StreamState* stream, uint64_t count, bool unless_stopping) {
@@ -402,7 +404,10 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   AdjustPending(op->priority, -1);
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
   StreamState* s = op->stream;
-  SetContext(s->context);
+  // An op runs in its own context or not at all: issued after a failed switch it would run in
+  // the previous context (legacy-stream work on that context's legacy stream). It fails with the
+  // switch's error instead, which its stream reports like any failed op's.
+  const CUresult in_context = SetContext(s->context);
   const int64_t now = SteadyNowNs();
   PriorityLevelStats& level = levels_->At(op->priority);
   const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
@@ -414,7 +419,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   // (host time from issue to observed completion would include the dispatcher's idle time).
   const uint64_t estimate_before = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
   CUevent start = nullptr;
-  if (op->cost_key != nullptr && !estimates_.Knows(op->cost_key)) {
+  if (in_context == CUDA_SUCCESS && op->cost_key != nullptr && !estimates_.Knows(op->cost_key)) {
     AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
     start = TakeEvent(q);
     if (start != nullptr && driver_.event_record(start, s->stream) != CUDA_SUCCESS) {
@@ -423,7 +428,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
     }
   }
   if (observer_ != nullptr) observer_->OnIssueBegin(*op);
-  const CUresult result = op->issue(*op);
+  const CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
   if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
   if (result != CUDA_SUCCESS) {
     int expected = CUDA_SUCCESS;

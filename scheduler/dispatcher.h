@@ -113,7 +113,8 @@ class Dispatcher {
   void CollectReleasedStreams();
   bool DrainInbox();
   void AdoptDirectWork();
-  void SetContext(CUcontext context);
+  // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
+  CUresult SetContext(CUcontext context);
   int PollCompletions();  // returns the number of completion marks passed
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
   bool IssueNext();

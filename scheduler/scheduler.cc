@@ -69,7 +69,14 @@ StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
   if (stopped_.load(std::memory_order_acquire)) return nullptr;
   const bool legacy = stream == nullptr || stream == CU_STREAM_LEGACY;
   CUcontext context = nullptr;
-  if (driver_.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  if (driver_.ctx_get_current(&context) != CUDA_SUCCESS) {
+    // The thread's context is unknown, but a created stream's handle is unique across contexts:
+    // found by it, the call keeps its place behind the stream's queued work (run inline, it would
+    // overtake it). The legacy stream cannot be found (its caller runs inline after every legacy
+    // queue).
+    return legacy ? nullptr : FindByHandle(stream);
+  }
+  if (context == nullptr) return nullptr;
   const CUstream key_stream = legacy ? nullptr : stream;
   const uint64_t epoch = stream_epoch_.load(std::memory_order_acquire);
   for (const auto& e : t_scheduler_thread.stream_cache) {
@@ -84,6 +91,14 @@ StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
     next = (next + 1) % kStreamCacheSize;
   }
   return state;
+}
+
+StreamState* Scheduler::FindByHandle(CUstream stream) {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [key, state] : streams_) {
+    if (key.stream == stream) return state;
+  }
+  return nullptr;
 }
 
 Dispatcher* Scheduler::DispatcherForCurrentContext() {

@@ -128,6 +128,8 @@ class Scheduler {
   };
 
   StreamState* ResolveSlow(CUcontext context, CUstream stream, bool legacy);
+  // A created stream already known, by its handle alone (a linear search: failure paths only).
+  StreamState* FindByHandle(CUstream stream);
   Dispatcher* DispatcherForCurrentContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<StreamState*> Streams(CUcontext context, bool legacy_only);
 

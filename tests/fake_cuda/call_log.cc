@@ -4,12 +4,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <deque>
 
 #include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/fake_cuda/fake_state.h"
 
@@ -27,10 +29,19 @@ ABSL_CONST_INIT absl::Mutex first_log_mu(absl::kConstInit);
 absl::Mutex* log_mu_ptr = &first_log_mu;
 absl::Mutex& LogMu() { return *log_mu_ptr; }
 
+// An armed fakecuda_fail_calls injection.
+struct Injection {
+  CUresult result;
+  uint64_t skip;       // matching calls still to let through
+  uint64_t remaining;  // matching calls still to fail (UINT64_MAX: all)
+  int64_t tid;         // only calls from this thread match; 0: any thread
+};
+
 struct Logs {
   std::deque<LoggedCall> calls;
   std::deque<fakecuda_exec_record> execs;
-  absl::flat_hash_map<std::string, CUresult> fail_next;
+  absl::flat_hash_map<std::string, Injection> injections;
+  bool logging = true;
 };
 // Leaked: the executor threads may still log during exit.
 Logs* logs ABSL_GUARDED_BY(LogMu()) = nullptr;
@@ -61,12 +72,20 @@ CallScope::CallScope(const char* api) {
   record_.start_ns = NowNs();
   absl::MutexLock lock(&LogMu());
   Logs& l = GetLogs();
-  auto it = l.fail_next.find(api);
-  if (it != l.fail_next.end()) {
-    injected_ = true;
-    injected_result_ = it->second;
-    l.fail_next.erase(it);
+  auto it = l.injections.find(absl::string_view(api));
+  if (it != l.injections.end() && (it->second.tid == 0 || it->second.tid == record_.tid)) {
+    Injection& injection = it->second;
+    if (injection.skip > 0) {
+      --injection.skip;
+    } else {
+      injected_ = true;
+      injected_result_ = injection.result;
+      record_.injected = 1;
+      if (injection.remaining != UINT64_MAX && --injection.remaining == 0) l.injections.erase(it);
+    }
   }
+  logged_ = l.logging;
+  if (!logged_) return;
   // The slot is taken on entry so that `order` is the arrival order even for blocking calls.
   record_.order = l.calls.size();
   l.calls.push_back(LoggedCall{record_, {}});
@@ -91,6 +110,7 @@ void CallScope::SetLaunch(const char* function, const unsigned grid[3], const un
 }
 
 CUresult CallScope::Finish(CUresult result) {
+  if (!logged_) return result;
   record_.result = result;
   record_.completed = 1;
   record_.param_bytes = static_cast<uint32_t>(params_.size());
@@ -109,6 +129,7 @@ CUresult CallScope::Finish(CUresult result) {
 void AppendExec(const fakecuda_exec_record& record) {
   absl::MutexLock lock(&LogMu());
   Logs& l = GetLogs();
+  if (!l.logging) return;
   l.execs.push_back(record);
   l.execs.back().order = l.execs.size() - 1;
 }
@@ -121,7 +142,7 @@ void ClearLogs() {
 
 void ClearInjections() {
   absl::MutexLock lock(&LogMu());
-  GetLogs().fail_next.clear();
+  GetLogs().injections.clear();
 }
 
 void LockLogsForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { LogMu().Lock(); }
@@ -138,8 +159,24 @@ void ResetLogsAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 extern "C" {
 
 void fakecuda_fail_next_call(const char* api_name, int result) {
+  fakecuda_fail_calls(api_name, result, 1, 1, 0);
+}
+
+void fakecuda_fail_calls(const char* api_name, int result, uint64_t nth, uint64_t count,
+                         int64_t tid) {
+  if (api_name == nullptr || nth == 0) return;
   absl::MutexLock lock(&fakecuda::LogMu());
-  fakecuda::GetLogs().fail_next[api_name] = static_cast<CUresult>(result);
+  if (result == CUDA_SUCCESS) {
+    fakecuda::GetLogs().injections.erase(absl::string_view(api_name));
+    return;
+  }
+  fakecuda::GetLogs().injections[api_name] = fakecuda::Injection{
+      static_cast<CUresult>(result), nth - 1, count == 0 ? UINT64_MAX : count, tid};
+}
+
+void fakecuda_set_call_logging(int enabled) {
+  absl::MutexLock lock(&fakecuda::LogMu());
+  fakecuda::GetLogs().logging = enabled != 0;
 }
 
 uint64_t fakecuda_call_count(void) {

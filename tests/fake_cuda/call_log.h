@@ -1,5 +1,5 @@
 // The fake driver's record of every call it received and of every op its virtual devices ran,
-// plus the "fail the next call of X" injection checked on entry to each exported API.
+// plus the "fail calls of X" injection (fakecuda_fail_calls) checked on entry to each exported API.
 #ifndef GPUPRIO_TESTS_FAKE_CUDA_CALL_LOG_H_
 #define GPUPRIO_TESTS_FAKE_CUDA_CALL_LOG_H_
 
@@ -24,7 +24,7 @@ class CallScope {
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
 
-  // The result injected with fakecuda_fail_next_call for this API, if any (consumed).
+  // The result injected with fakecuda_fail_calls for this API and thread, if any (consumed).
   bool injected() const { return injected_; }
   CUresult injected_result() const { return injected_result_; }
   uint64_t order() const { return record_.order; }
@@ -40,6 +40,7 @@ class CallScope {
  private:
   fakecuda_call_record record_{};
   std::vector<uint8_t> params_;
+  bool logged_ = false;  // fakecuda_set_call_logging was on when the call began
   bool injected_ = false;
   CUresult injected_result_ = CUDA_SUCCESS;
 };

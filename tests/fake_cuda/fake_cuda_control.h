@@ -4,8 +4,9 @@
 // Contents:
 //   fakecuda_reset                 clear logs, injected errors and kernel durations
 //   fakecuda_set_kernel_duration_ns, fakecuda_set_device_paused, fakecuda_wait_idle
-//   fakecuda_fail_kernel, fakecuda_fail_next_call   error injection
+//   fakecuda_fail_kernel, fakecuda_fail_next_call, fakecuda_fail_calls   error injection
 //   fakecuda_call_*                the log of every driver call received (in arrival order)
+//   fakecuda_set_call_logging      turns both logs off (long runs) and on
 //   fakecuda_exec_*                what the virtual device executed (in execution order)
 #ifndef GPUPRIO_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
 #define GPUPRIO_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
@@ -41,6 +42,7 @@ typedef struct fakecuda_call_record {
   uint32_t param_bytes;   // size of the parameter bytes (fakecuda_get_call_params)
   int32_t result;         // CUresult returned (valid once completed != 0)
   int32_t completed;      // 0 while the call is still running (a blocked sync)
+  int32_t injected;       // 1: `result` was injected (fakecuda_fail_calls); the call did nothing
   uint64_t start_ns;      // CLOCK_MONOTONIC at entry
   uint64_t end_ns;        // CLOCK_MONOTONIC at return
 } fakecuda_call_record;
@@ -79,8 +81,23 @@ void fakecuda_wait_idle(void);
 void fakecuda_fail_kernel(const char* kernel_name, int result);
 
 // The next call of the exported API `api_name` (exact name, e.g. "cuMemcpyHtoD_v2") returns
-// `result` at once without doing anything.
+// `result` at once without doing anything. Same as fakecuda_fail_calls(api_name, result, 1, 1, 0).
 void fakecuda_fail_next_call(const char* api_name, int result);
+
+// Fails calls of the exported API `api_name` (the name of the function that was called, however
+// it was found: cuGetProcAddress hands out the same functions). A call matches when `tid` is 0 or
+// equals the calling thread's gettid() (e.g. only a scheduler's dispatcher thread, found from the
+// tid of a call it made). From the `nth` matching call on (1: the next one), `count` matching
+// calls (0: all later ones) return `result` at once without doing anything; they are logged with
+// `injected` set. Replaces any injection armed for the same API; result 0 (CUDA_SUCCESS) removes
+// it, and fakecuda_reset removes them all.
+void fakecuda_fail_calls(const char* api_name, int result, uint64_t nth, uint64_t count,
+                         int64_t tid);
+
+// On by default. While off, calls and executions are not logged (fakecuda_call_* and
+// fakecuda_exec_* see nothing new), so a long run's memory does not grow with the log; injections
+// still apply.
+void fakecuda_set_call_logging(int enabled);
 
 uint64_t fakecuda_call_count(void);
 // Copies record `index` into *out; returns 0, or -1 if index is out of range.

@@ -1,6 +1,9 @@
 // Ordering, priorities and asynchronous errors of the fake's virtual device.
 #include <cuda.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <thread>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -169,6 +172,67 @@ TEST_CASE("fakecuda_fail_next_call fails exactly the next call of that API", "[v
   CHECK(cuMemAlloc(&p, 64) == CUDA_ERROR_OUT_OF_MEMORY);
   CHECK(cuMemAlloc(&p, 64) == CUDA_SUCCESS);
   CHECK(fakecuda_count_calls("cuMemAlloc_v2") == 2);
+}
+
+TEST_CASE("fakecuda_fail_calls fails the nth to the (nth + count - 1)th matching call",
+          "[virtual_device]") {
+  FakeEnv env;
+  CUdeviceptr p = 0;
+  SECTION("nth and count") {
+    fakecuda_fail_calls("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 2, 2, 0);
+    const uint64_t first = fakecuda_call_count();
+    std::vector<CUresult> results;
+    for (int i = 0; i < 5; ++i) results.push_back(cuMemAlloc(&p, 64));
+    CHECK(results == std::vector<CUresult>{CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY,
+                                           CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS, CUDA_SUCCESS});
+    fakecuda_call_record rec{};
+    REQUIRE(fakecuda_get_call(first + 1, &rec) == 0);
+    CHECK(rec.injected == 1);
+    REQUIRE(fakecuda_get_call(first + 3, &rec) == 0);
+    CHECK(rec.injected == 0);
+  }
+  SECTION("count 0 fails every later call") {
+    fakecuda_fail_calls("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 1, 0, 0);
+    for (int i = 0; i < 3; ++i) CHECK(cuMemAlloc(&p, 64) == CUDA_ERROR_OUT_OF_MEMORY);
+    fakecuda_fail_calls("cuMemAlloc_v2", CUDA_SUCCESS, 1, 0, 0);  // removes it
+    CHECK(cuMemAlloc(&p, 64) == CUDA_SUCCESS);
+  }
+  SECTION("only calls of the named thread match") {
+    CUresult other = CUDA_ERROR_UNKNOWN;
+    int64_t other_tid = 0;
+    fakecuda_fail_calls("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 1, 1,
+                        static_cast<int64_t>(syscall(SYS_gettid)) + 1000000);
+    std::thread([&] {
+      other_tid = static_cast<int64_t>(syscall(SYS_gettid));
+      REQUIRE(cuCtxSetCurrent(env.ctx) == CUDA_SUCCESS);
+      other = cuMemAlloc(&p, 64);
+    }).join();
+    CHECK(other == CUDA_SUCCESS);  // armed for a thread that does not exist
+    fakecuda_fail_calls("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 1, 1, other_tid);
+    CHECK(cuMemAlloc(&p, 64) == CUDA_SUCCESS);  // this thread's call does not match
+    std::thread([&] {
+      REQUIRE(cuCtxSetCurrent(env.ctx) == CUDA_SUCCESS);
+      other = cuMemAlloc(&p, 64);  // a new thread: another tid, does not match either
+    }).join();
+    CHECK(other == CUDA_SUCCESS);
+  }
+}
+
+TEST_CASE("fakecuda_set_call_logging(0) stops logging; injections still apply",
+          "[virtual_device]") {
+  FakeEnv env;
+  CUdeviceptr p = 0;
+  REQUIRE(cuMemAlloc(&p, 64) == CUDA_SUCCESS);
+  const uint64_t calls = fakecuda_call_count();
+  fakecuda_set_call_logging(0);
+  fakecuda_fail_next_call("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAlloc(&p, 64) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemsetD32(p, 0, 16) == CUDA_SUCCESS);
+  CHECK(fakecuda_call_count() == calls);
+  CHECK(fakecuda_exec_count() == 0);
+  fakecuda_set_call_logging(1);
+  CHECK(cuMemAlloc(&p, 64) == CUDA_SUCCESS);
+  CHECK(fakecuda_call_count() == calls + 1);
 }
 
 TEST_CASE("Event elapsed time and synchronize follow the recorded work", "[virtual_device]") {

@@ -36,6 +36,7 @@
 
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
+#include "tests/scheduler/append_log.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
@@ -103,9 +104,8 @@ int Stress() {
     CheckCu(cuStreamCreateWithPriority(&streams[s], s % 2 ? CU_STREAM_NON_BLOCKING : 0, -(s % 3)),
             "cuStreamCreateWithPriority");
   }
-  const size_t log_words = 1 + kThreads * kIterations;
-  std::vector<CUdeviceptr> logs(kStreams);
-  for (auto& l : logs) l = Alloc(log_words * 4);
+  std::vector<sched_client::AppendLog> logs;
+  for (int s = 0; s < kStreams; ++s) logs.emplace_back(kThreads * kIterations);
   std::vector<CUdeviceptr> produced(kThreads), consumed(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     produced[t] = Alloc(kIterations * 4);
@@ -125,13 +125,9 @@ int Stress() {
         const int s = rng() % kStreams;
         const int what = rng() % 10;
         if (what < 6) {
-          uint32_t value = (static_cast<uint32_t>(t) << 16) | appended[t][s]++;
-          CUdeviceptr log = logs[s];
-          void* args[] = {&log, &value};
-          if (cuLaunchKernel(append, 1, 1, 1, 1, 1, 1, 0, streams[s], args, nullptr) != 0) {
-            ++failures;
-          }
-          value = 0xdeadbeef;  // the op must own its copy of the parameters
+          // The op must own its copy of the parameters: Append's argument dies when it returns.
+          const uint32_t value = sched_client::AppendLog::Encode(t, 0, appended[t][s]++);
+          if (logs[s].Append(append, streams[s], value) != CUDA_SUCCESS) ++failures;
         } else if (what == 6) {
           if (cuStreamSynchronize(streams[s]) != CUDA_SUCCESS) ++failures;
         } else if (what == 7) {
@@ -162,23 +158,11 @@ int Stress() {
   Check(failures.load() == 0, "every call succeeded");
   uint64_t total = 0;
   for (int s = 0; s < kStreams; ++s) {
-    const std::vector<uint32_t> log = ReadBack(logs[s], log_words);
-    std::vector<uint32_t> next(kThreads, 0);
-    for (uint32_t k = 0; k < log[0]; ++k) {
-      const uint32_t v = log[1 + k];
-      const uint32_t t = v >> 16;
-      Check(t < kThreads, "append value names a thread");
-      if ((v & 0xffff) != next[t]) {
-        Fail(("stream " + std::to_string(s) + ": thread " + std::to_string(t) + " append " +
-              std::to_string(v & 0xffff) + " where " + std::to_string(next[t]) + " was due")
-                 .c_str());
-      }
-      ++next[t];
-    }
-    for (int t = 0; t < kThreads; ++t) {
-      Check(next[t] == appended[t][s], "every append of every thread landed");
-    }
-    total += log[0];
+    std::vector<uint32_t> launched(kThreads);
+    for (int t = 0; t < kThreads; ++t) launched[t] = appended[t][s];
+    const sched_client::AppendLog::Verdict v = logs[s].Check(launched, 0);
+    if (!v.ok()) Fail(("stream " + std::to_string(s) + ": " + v.first_problem).c_str());
+    total += v.entries;
   }
   for (int t = 0; t < kThreads; ++t) {
     const std::vector<uint32_t> got = ReadBack(consumed[t], kIterations);

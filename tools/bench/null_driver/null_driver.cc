@@ -1,10 +1,14 @@
 // A driver that does nothing, for measuring what gpuprio's wrappers cost: cuGetProcAddress(_v2)
 // hand out a few entry points that return CUDA_SUCCESS at once — enough for passthrough, and for
 // schedule mode (a current context, stream properties, events that are always complete, kernels
-// without parameters). Not a test double (tests use tests/fake_cuda); its only user is
-// tools/bench/passthrough_overhead.
+// without parameters). Not a test double (tests use tests/fake_cuda): its users are
+// tools/bench/passthrough_overhead and the soak test (tests/scheduler/soak_client), which runs
+// gpuprio at full speed for liveness and memory only; for that client it also exports the few
+// calls the client makes itself (streams, events, memory, synchronisation), all doing nothing.
 #include <cuda.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 
 extern "C" {
@@ -33,9 +37,14 @@ NULL_DRIVER_API(cuStreamGetPriority, CUstream, int* priority) {
   *priority = 0;
   return CUDA_SUCCESS;
 }
+// Distinct handles that are never dereferenced: gpuprio keys streams and events by handle.
+uintptr_t NewHandle() {
+  static std::atomic<uintptr_t> next{0x100000};
+  return next.fetch_add(16, std::memory_order_relaxed);
+}
+
 NULL_DRIVER_API(cuEventCreate, CUevent* event, unsigned int) {
-  static char events[1];
-  *event = reinterpret_cast<CUevent>(events);
+  *event = reinterpret_cast<CUevent>(NewHandle());
   return CUDA_SUCCESS;
 }
 NULL_DRIVER_API(cuEventRecord, CUevent, CUstream) { return CUDA_SUCCESS; }
@@ -53,6 +62,41 @@ NULL_DRIVER_API(cuFuncGetAttribute, int* value, CUfunction_attribute attribute, 
   *value = attribute == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
   return CUDA_SUCCESS;
 }
+// What the soak client calls itself. Memory is handles too: nothing is ever read or written.
+NULL_DRIVER_API(cuDeviceGet, CUdevice* device, int) {
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuDevicePrimaryCtxRetain, CUcontext* ctx, CUdevice) {
+  *ctx = reinterpret_cast<CUcontext>(0x1000);
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuModuleLoadData, CUmodule* module, const void*) {
+  *module = reinterpret_cast<CUmodule>(NewHandle());
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuModuleGetFunction, CUfunction* f, CUmodule, const char*) {
+  *f = reinterpret_cast<CUfunction>(NewHandle());
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuMemAlloc_v2, CUdeviceptr* p, size_t) {
+  *p = static_cast<CUdeviceptr>(NewHandle());
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuMemsetD8_v2, CUdeviceptr, unsigned char, size_t) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuMemsetD32_v2, CUdeviceptr, unsigned int, size_t) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuMemcpyDtoH_v2, void*, CUdeviceptr, size_t) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr, size_t, CUstream) {
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuStreamCreateWithPriority, CUstream* stream, unsigned int, int) {
+  *stream = reinterpret_cast<CUstream>(NewHandle());
+  return CUDA_SUCCESS;
+}
+NULL_DRIVER_API(cuStreamDestroy_v2, CUstream) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuStreamSynchronize, CUstream) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuStreamWaitEvent, CUstream, CUevent, unsigned int) { return CUDA_SUCCESS; }
+NULL_DRIVER_API(cuCtxSynchronize) { return CUDA_SUCCESS; }
 #undef NULL_DRIVER_API
 
 __attribute__((visibility("default"))) CUresult cuLaunchKernel(CUfunction, unsigned, unsigned,
