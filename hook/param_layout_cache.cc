@@ -1,5 +1,7 @@
 #include "hook/param_layout_cache.h"
 
+#include <new>
+
 #include <cudaTypedefs.h>
 
 #include <atomic>
@@ -150,8 +152,12 @@ void InvalidateParamLayouts() {
 void LockParamLayoutsForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Lock(); }
 void UnlockParamLayoutsInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Unlock(); }
 void ResetParamLayoutsInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  g_mu_ptr = new absl::Mutex;  // leaked: the old one may name threads that are gone
-  g_layouts = nullptr;         // the parent's map is abandoned with its mutex
+  // The old mutex may name threads of the parent that are gone: a new one, in static storage (a
+  // grandchild builds its own there again; nothing is allocated, so nothing leaks). The map is
+  // consistent (the prepare handler held the mutex) and is emptied as on a module unload.
+  alignas(absl::Mutex) static unsigned char child_mu_storage[sizeof(absl::Mutex)];
+  g_mu_ptr = new (child_mu_storage) absl::Mutex;
+  if (g_layouts != nullptr) g_layouts->clear();
   g_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
