@@ -1,11 +1,10 @@
 #include "hook/param_layout_cache.h"
 
-#include <new>
-
 #include <cudaTypedefs.h>
 
 #include <atomic>
 #include <memory>
+#include <new>
 
 #include "absl/base/attributes.h"
 #include "absl/base/const_init.h"
