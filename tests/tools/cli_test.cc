@@ -320,7 +320,7 @@ TEST_CASE("gpuprio --help lists the subcommands and each has its own usage", "[c
 }
 
 TEST_CASE("The Python helper is a no-op that warns once without the library", "[python]") {
-  const auto result = RunPythonTest({{"GPUPRIO_TEST_EXPECT_API", "0"}});
+  const auto result = RunPythonTest({{"TEST_GPUPRIO_EXPECT_API", "0"}});
   INFO("output: " << result.stdout_text << result.stderr_text);
   CHECK(result.exit_code == 0);
 }
@@ -334,7 +334,7 @@ TEST_CASE("The Python helper sets and restores priorities in the preloaded libra
   const auto result = RunPythonTest({{"LD_PRELOAD", absl::StrJoin(preload, ":")},
                                      {"GPUPRIO_MODE", "passthrough"},
                                      {"GPUPRIO_PRIORITY", "low"},
-                                     {"GPUPRIO_TEST_EXPECT_API", has_api ? "1" : "0"},
+                                     {"TEST_GPUPRIO_EXPECT_API", has_api ? "1" : "0"},
                                      // CPython's own allocations at exit are not ours to check.
                                      {"ASAN_OPTIONS", AsanOptions(":detect_leaks=0")}});
   INFO("LD_PRELOAD: " << absl::StrJoin(preload, ":") << "\noutput: " << result.stdout_text

@@ -2,7 +2,7 @@
 """Tests of tools/python/gpuprio.py; unittest, standard library only. Exits non-zero on failure.
 
 Run twice by cli_test.cc: once plain (the module must be a warning no-op) and once with
-libgpuprio.so preloaded and GPUPRIO_TEST_EXPECT_API=1 (the calls must reach the library). The
+libgpuprio.so preloaded and TEST_GPUPRIO_EXPECT_API=1 (the calls must reach the library). The
 constants and the ctypes struct are checked against hook/include/gpuprio.h's text both times.
 Paths are relative to this file, so it runs from the source tree and from Bazel runfiles alike.
 """
@@ -35,7 +35,7 @@ def find_header():
 
 
 HEADER = find_header()
-EXPECT_API = os.environ.get("GPUPRIO_TEST_EXPECT_API") == "1"
+EXPECT_API = os.environ.get("TEST_GPUPRIO_EXPECT_API") == "1"
 
 
 def reset_module():
