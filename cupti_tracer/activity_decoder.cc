@@ -2,13 +2,92 @@
 
 #include <cupti_activity.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpuprio::tracer {
 namespace {
 
-int64_t Ns(uint64_t t) { return static_cast<int64_t>(t); }
+// CUPTI's clock counts ns in a uint64_t. A value past 2^63 is garbage (the year 2262); cast, it
+// would turn negative and overflow the subtractions downstream, so it is clamped.
+int64_t Ns(uint64_t t) {
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  return static_cast<int64_t>(t > kMax ? kMax : t);
+}
+
+// The enum field at `offset` of a record, as the 32 bits CUPTI wrote. CUPTI's enums end at
+// 0x7fffffff; loading a larger value (a flipped bit) through the enum type is undefined behaviour.
+// (The records are packed: no reference to the field itself.)
+template <typename Record>
+uint32_t RawEnum(const Record& record, size_t offset) {
+  uint32_t value;
+  std::memcpy(&value, reinterpret_cast<const unsigned char*>(&record) + offset, sizeof(value));
+  return value;
+}
+uint32_t KindOf(const CUpti_Activity& record) {
+  static_assert(offsetof(CUpti_Activity, kind) == 0 && sizeof(CUpti_ActivityKind) == 4);
+  return RawEnum(record, offsetof(CUpti_Activity, kind));
+}
+
+// Callback ids of every CUPTI domain are far below this (CUPTI 13: under 1000); a larger one is
+// not a name to keep (and UINT32_MAX + 1 would wrap).
+constexpr uint32_t kMaxCbid = 1 << 16;
+
+// Where the fields the decoder reads from a record of `kind` end. CUPTI only appends fields to a
+// record's later versions, so the prefix is the same in an older libcupti's smaller records.
+#define GPUPRIO_FIELD_END(T, field) (offsetof(T, field) + sizeof(T::field))
+size_t DecodedBytes(uint32_t kind) {
+  using A = CUpti_ActivityAPI;
+  using K = CUpti_ActivityKernel10;
+  using C = CUpti_ActivityMemcpy6;
+  using S = CUpti_ActivityMemset4;
+  using E = CUpti_ActivityExternalCorrelation;
+  using Y = CUpti_ActivitySynchronization2;
+  using O = CUpti_ActivityOverhead3;
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return std::max({GPUPRIO_FIELD_END(A, cbid), GPUPRIO_FIELD_END(A, start),
+                       GPUPRIO_FIELD_END(A, end), GPUPRIO_FIELD_END(A, processId),
+                       GPUPRIO_FIELD_END(A, threadId), GPUPRIO_FIELD_END(A, correlationId)});
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return std::max({GPUPRIO_FIELD_END(K, start), GPUPRIO_FIELD_END(K, end),
+                       GPUPRIO_FIELD_END(K, deviceId), GPUPRIO_FIELD_END(K, contextId),
+                       GPUPRIO_FIELD_END(K, streamId), GPUPRIO_FIELD_END(K, correlationId),
+                       GPUPRIO_FIELD_END(K, name)});
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return std::max({GPUPRIO_FIELD_END(C, copyKind), GPUPRIO_FIELD_END(C, bytes),
+                       GPUPRIO_FIELD_END(C, start), GPUPRIO_FIELD_END(C, end),
+                       GPUPRIO_FIELD_END(C, deviceId), GPUPRIO_FIELD_END(C, contextId),
+                       GPUPRIO_FIELD_END(C, streamId), GPUPRIO_FIELD_END(C, correlationId)});
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return std::max({GPUPRIO_FIELD_END(S, bytes), GPUPRIO_FIELD_END(S, start),
+                       GPUPRIO_FIELD_END(S, end), GPUPRIO_FIELD_END(S, deviceId),
+                       GPUPRIO_FIELD_END(S, contextId), GPUPRIO_FIELD_END(S, streamId),
+                       GPUPRIO_FIELD_END(S, correlationId)});
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return std::max({GPUPRIO_FIELD_END(E, externalKind), GPUPRIO_FIELD_END(E, externalId),
+                       GPUPRIO_FIELD_END(E, correlationId)});
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return std::max({GPUPRIO_FIELD_END(Y, type), GPUPRIO_FIELD_END(Y, start),
+                       GPUPRIO_FIELD_END(Y, end), GPUPRIO_FIELD_END(Y, correlationId),
+                       GPUPRIO_FIELD_END(Y, streamId)});
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      return std::max({GPUPRIO_FIELD_END(O, overheadKind), GPUPRIO_FIELD_END(O, objectKind),
+                       GPUPRIO_FIELD_END(O, objectId), GPUPRIO_FIELD_END(O, start),
+                       GPUPRIO_FIELD_END(O, end)});
+    default:
+      return sizeof(CUpti_ActivityKind);
+  }
+}
+#undef GPUPRIO_FIELD_END
 
 std::vector<std::string>& Slot(ApiCall::Kind kind, std::vector<std::string>& runtime,
                                std::vector<std::string>& driver) {
@@ -63,7 +142,7 @@ void DecodeMemset(const CUpti_ActivityMemset4& r, DecodedActivity* out) {
   out->gpu_activities.push_back(std::move(a));
 }
 
-const char* OverheadName(CUpti_ActivityOverheadKind kind) {
+const char* OverheadName(uint32_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER:
       return "driver compiler";
@@ -90,9 +169,9 @@ const char* OverheadName(CUpti_ActivityOverheadKind kind) {
 
 void DecodeOverhead(const CUpti_ActivityOverhead3& r, DecodedActivity* out) {
   Overhead o;
-  o.name = OverheadName(r.overheadKind);
-  if (r.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ||
-      r.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS) {
+  o.name = OverheadName(RawEnum(r, offsetof(CUpti_ActivityOverhead3, overheadKind)));
+  const uint32_t object_kind = RawEnum(r, offsetof(CUpti_ActivityOverhead3, objectKind));
+  if (object_kind == CUPTI_ACTIVITY_OBJECT_THREAD || object_kind == CUPTI_ACTIVITY_OBJECT_PROCESS) {
     o.tid = r.objectId.pt.threadId;
   }
   o.start_ns = Ns(r.start);
@@ -105,7 +184,7 @@ void DecodeSynchronization(const CUpti_ActivitySynchronization2& r, DecodedActiv
   s.correlation_id = r.correlationId;
   // CUPTI uses CUPTI_SYNCHRONIZATION_INVALID_VALUE (all ones) for "no stream".
   s.stream_id = r.streamId;
-  s.type = SynchronizationTypeName(r.type);
+  s.type = SynchronizationTypeName(RawEnum(r, offsetof(CUpti_ActivitySynchronization2, type)));
   s.start_ns = Ns(r.start);
   s.end_ns = Ns(r.end);
   out->synchronizations.push_back(std::move(s));
@@ -123,7 +202,7 @@ std::string StripRuntimeVersionSuffix(const std::string& name) {
 }
 
 void ApiNameTable::Set(ApiCall::Kind kind, uint32_t cbid, const char* name) {
-  if (name == nullptr || *name == '\0') return;
+  if (name == nullptr || *name == '\0' || cbid >= kMaxCbid) return;
   std::vector<std::string>& slot = Slot(kind, runtime_, driver_);
   if (slot.size() <= cbid) slot.resize(cbid + 1);
   slot[cbid] = kind == ApiCall::Kind::kRuntime ? StripRuntimeVersionSuffix(name) : name;
@@ -162,7 +241,7 @@ const char* MemcpyKindName(uint8_t copy_kind) {
   }
 }
 
-const char* SynchronizationTypeName(CUpti_ActivitySynchronizationType type) {
+const char* SynchronizationTypeName(uint32_t type) {
   switch (type) {
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
       return "event";
@@ -207,7 +286,8 @@ void DecodedActivity::Append(DecodedActivity&& other) {
   move_all(overheads, other.overheads);
   records += other.records;
   unknown_records += other.unknown_records;
-  other.records = other.unknown_records = 0;
+  truncated_records += other.truncated_records;
+  other.records = other.unknown_records = other.truncated_records = 0;
 }
 
 void DecodedActivity::Clear() { *this = DecodedActivity{}; }
@@ -215,7 +295,7 @@ void DecodedActivity::Clear() { *this = DecodedActivity{}; }
 bool DecodeActivityRecord(const CUpti_Activity* record, const ApiNameTable& names,
                           DecodedActivity* out) {
   ++out->records;
-  switch (record->kind) {
+  switch (KindOf(*record)) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
       DecodeApi(*reinterpret_cast<const CUpti_ActivityAPI*>(record), ApiCall::Kind::kRuntime,
                 names, out);
@@ -237,7 +317,8 @@ bool DecodeActivityRecord(const CUpti_Activity* record, const ApiNameTable& name
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto& r = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
       out->external_correlations.push_back(ExternalCorrelation{
-          static_cast<uint32_t>(r.externalKind), r.externalId, r.correlationId});
+          RawEnum(r, offsetof(CUpti_ActivityExternalCorrelation, externalKind)), r.externalId,
+          r.correlationId});
       return true;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
@@ -256,8 +337,18 @@ uint64_t DecodeActivityBuffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn 
                               const ApiNameTable& names, DecodedActivity* out) {
   uint64_t decoded = 0;
   if (buffer == nullptr || valid_bytes == 0) return 0;
+  const auto begin = reinterpret_cast<uintptr_t>(buffer);
+  const uintptr_t end = begin + valid_bytes;
   CUpti_Activity* record = nullptr;
   while (next(buffer, valid_bytes, &record) == CUPTI_SUCCESS && record != nullptr) {
+    // Only what lies in the buffer is read: a record cut short by valid_bytes ends the walk
+    // (nothing after it can be whole).
+    const auto at = reinterpret_cast<uintptr_t>(record);
+    if (at < begin || at >= end || end - at < sizeof(record->kind) ||
+        end - at < DecodedBytes(KindOf(*record))) {
+      ++out->truncated_records;
+      break;
+    }
     if (DecodeActivityRecord(record, names, out)) ++decoded;
   }
   return decoded;

@@ -51,6 +51,8 @@ struct DecodedActivity {
   std::vector<Overhead> overheads;
   uint64_t records = 0;          // records seen, decoded or not
   uint64_t unknown_records = 0;  // kinds gpuprio does not decode (skipped)
+  // Records that valid_bytes cut short: not read, not in `records` (CUPTI hands out whole ones).
+  uint64_t truncated_records = 0;
 
   // Approximate heap bytes these records hold (structs plus string payloads), for the cap.
   size_t ApproximateBytes() const;
@@ -58,7 +60,8 @@ struct DecodedActivity {
   void Clear();
 };
 
-// Decodes `record` into `out`. Returns false for a kind gpuprio does not decode.
+// Decodes `record` into `out`. Returns false for a kind gpuprio does not decode. The record must
+// be whole (DecodeActivityBuffer checks that). Timestamps past 2^63 become INT64_MAX.
 bool DecodeActivityRecord(const CUpti_Activity* record, const ApiNameTable& names,
                           DecodedActivity* out);
 
@@ -67,14 +70,17 @@ bool DecodeActivityRecord(const CUpti_Activity* record, const ApiNameTable& name
 using NextRecordFn = CUptiResult (*)(uint8_t* buffer, size_t valid_bytes, CUpti_Activity** record);
 
 // Decodes every record of `buffer[0, valid_bytes)`. Returns the number of records decoded;
-// stops early (and returns what it had) if `next` reports anything but success or the end.
+// stops early (and returns what it had) if `next` reports anything but success or the end, or
+// hands out a record that does not lie whole in the buffer. Reads nothing outside the buffer but
+// kernel names, which CUPTI owns: null or NUL-terminated.
 uint64_t DecodeActivityBuffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next,
                               const ApiNameTable& names, DecodedActivity* out);
 
 // "Memcpy HtoD" etc. for a CUpti_ActivityMemcpyKind value.
 const char* MemcpyKindName(uint8_t copy_kind);
-// "stream", "event", "context", "stream wait event", "unknown".
-const char* SynchronizationTypeName(CUpti_ActivitySynchronizationType type);
+// "stream", "event", "context", "stream wait event", "unknown" for a
+// CUpti_ActivitySynchronizationType value.
+const char* SynchronizationTypeName(uint32_t type);
 
 }  // namespace gpuprio::tracer
 

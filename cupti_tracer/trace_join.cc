@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +17,14 @@ namespace {
 // Backward scans over a thread's calls stop after this many records: calls on one thread nest
 // a few levels deep at most, so a longer scan only costs time on a huge trace.
 constexpr int kMaxScan = 256;
+
+// a - b, clamped to int64_t: timestamps are data (zero, garbage, any order), and their plain
+// difference can overflow.
+int64_t ClampedDifference(int64_t a, int64_t b) {
+  int64_t difference;
+  if (!__builtin_sub_overflow(a, b, &difference)) return difference;
+  return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
 
 bool Overlaps(const ApiCall& call, int64_t begin_ns, int64_t end_ns) {
   return call.start_ns <= end_ns && call.end_ns >= begin_ns;
@@ -241,7 +251,7 @@ class Joiner {
       if (call->kind != ApiCall::Kind::kDriver || call->end_ns < begin_ns) continue;
       if (!MayBeDriverCall(op, call) || !HasUnclaimedGpu(call->correlation_id)) continue;
       const int64_t overlap =
-          std::min(call->end_ns, end_ns) - std::max(call->start_ns, begin_ns);
+          ClampedDifference(std::min(call->end_ns, end_ns), std::max(call->start_ns, begin_ns));
       if (overlap > best_overlap) {
         best_overlap = overlap;
         best = call;
@@ -300,12 +310,14 @@ class Joiner {
         op.issue_begin_ns = op.driver_call->start_ns;
       }
       if (op.driver_call == nullptr) ++counts.ops_missing_driver_call;
-      if (op.issue_begin_ns) op.queue_delay_ns = *op.issue_begin_ns - s.submit_ns;
+      if (op.issue_begin_ns) op.queue_delay_ns = ClampedDifference(*op.issue_begin_ns, s.submit_ns);
     }
     if (!op.gpu.empty()) {
       ++counts.ops_linked_to_gpu;
       counts.gpu_records_linked_to_client += static_cast<int64_t>(op.gpu.size());
-      if (op.issue_begin_ns) op.issue_to_start_ns = op.gpu.front()->start_ns - *op.issue_begin_ns;
+      if (op.issue_begin_ns) {
+        op.issue_to_start_ns = ClampedDifference(op.gpu.front()->start_ns, *op.issue_begin_ns);
+      }
     }
   }
 

@@ -2,65 +2,16 @@
 
 #include <cupti_activity.h>
 
-#include <cstring>
-#include <vector>
+#include <string>
 
 #include "catch2/catch.hpp"
+#include "tests/tracer/cupti_record_buffer.h"
 
 namespace gpuprio::tracer {
 namespace {
 
-// A buffer of real CUPTI record structs laid end to end (8-byte aligned), walked by a fake
-// cuptiActivityGetNextRecord that knows each kind's struct size.
-size_t RecordSize(CUpti_ActivityKind kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      return sizeof(CUpti_ActivityAPI);
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      return sizeof(CUpti_ActivityKernel10);
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      return sizeof(CUpti_ActivityMemcpy6);
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      return sizeof(CUpti_ActivityMemset4);
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-      return sizeof(CUpti_ActivityExternalCorrelation);
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      return sizeof(CUpti_ActivitySynchronization2);
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-      return sizeof(CUpti_ActivityOverhead3);
-    default:
-      return sizeof(CUpti_ActivityAPI);  // the test's stand-in for other kinds
-  }
-}
-
-size_t Aligned(size_t n) { return (n + 7) & ~size_t{7}; }
-
-CUptiResult FakeNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
-  size_t offset = 0;
-  if (*record != nullptr) {
-    offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(*record) - buffer) +
-             Aligned(RecordSize((*record)->kind));
-  }
-  if (offset >= valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
-  *record = reinterpret_cast<CUpti_Activity*>(buffer + offset);
-  return CUPTI_SUCCESS;
-}
-
-class RecordBuffer {
- public:
-  template <typename T>
-  void Add(const T& record) {
-    const size_t at = bytes_.size();
-    bytes_.resize(at + Aligned(sizeof(T)));
-    std::memcpy(bytes_.data() + at, &record, sizeof(T));
-  }
-  uint8_t* data() { return reinterpret_cast<uint8_t*>(bytes_.data()); }
-  size_t size() const { return bytes_.size(); }
-
- private:
-  std::vector<unsigned char> bytes_;
-};
+using gpuprio_test::FakeNextRecord;
+using gpuprio_test::RecordBuffer;
 
 TEST_CASE("Runtime API names lose their version suffix, driver names keep theirs", "[tracer]") {
   CHECK(StripRuntimeVersionSuffix("cudaLaunchKernel_v7000") == "cudaLaunchKernel");
@@ -161,9 +112,7 @@ TEST_CASE("DecodeActivityBuffer decodes every record kind gpuprio enables", "[tr
   overhead.end = 9950;
   buffer.Add(overhead);
 
-  CUpti_ActivityAPI unknown = {};
-  unknown.kind = CUPTI_ACTIVITY_KIND_MARKER;  // not enabled by gpuprio: counted, skipped
-  buffer.Add(unknown);
+  buffer.AddRaw(CUPTI_ACTIVITY_KIND_MARKER, 0);  // not enabled by gpuprio: counted, skipped
 
   DecodedActivity out;
   const uint64_t decoded =
