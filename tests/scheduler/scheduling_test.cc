@@ -120,9 +120,11 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
                              << native.at("low_max_in_flight"));
   // Low-priority work on the device never exceeds the budget (each kernel is 5 ms).
   CHECK(scheduled.at("low_max_in_flight") <= kBudgetUs / kernel_us);
-  // The chain's latency is its own work plus at most one budget, with 20 ms for thread wake-ups
-  // on a loaded machine; natively it queues behind ~190 ms of low-priority kernels.
-  const long bound = scheduled.at("high_work_us") + kBudgetUs + 20000;
+  // The chain's latency is its own work plus at most one budget, with 60 ms for thread wake-ups
+  // on a loaded machine (41-51 ms were seen at load averages of 10-47 on 2 cores, with one low
+  // kernel in flight as the policy says); natively it queues behind ~190 ms of low-priority
+  // kernels, so the bound still tells the two apart.
+  const long bound = scheduled.at("high_work_us") + kBudgetUs + 60000;
   CHECK(scheduled.at("high_latency_us") <= bound);
   CHECK(native.at("high_latency_us") > bound);
   CHECK(native.at("low_max_in_flight") > kBudgetUs / kernel_us);
