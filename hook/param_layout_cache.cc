@@ -151,9 +151,12 @@ void InvalidateParamLayouts() {
 void LockParamLayoutsForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Lock(); }
 void UnlockParamLayoutsInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { Mu().Unlock(); }
 void ResetParamLayoutsInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // The old mutex may name threads of the parent that are gone: a new one, in static storage (a
-  // grandchild builds its own there again; nothing is allocated, so nothing leaks). The map is
-  // consistent (the prepare handler held the mutex) and is emptied as on a module unload.
+  // This thread took the mutex in the prepare handler: it releases it (so Abseil's record of the
+  // locks this thread holds stays true), then moves to a new mutex, because the old one may still
+  // list waiting threads of the parent that do not exist here. Static storage: nothing is
+  // allocated, so nothing leaks; a grandchild builds its own there again. The map is consistent
+  // (the prepare handler held the mutex) and is emptied as on a module unload.
+  Mu().Unlock();
   alignas(absl::Mutex) static unsigned char child_mu_storage[sizeof(absl::Mutex)];
   g_mu_ptr = new (child_mu_storage) absl::Mutex;
   if (g_layouts != nullptr) g_layouts->clear();
