@@ -215,7 +215,7 @@ void AddRandomRecord(RecordBuffer& buffer, uint32_t kind, Choices& c) {
       auto r = Noise<CUpti_ActivityOverhead3>(c);
       r.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
       SetRaw(r, offsetof(CUpti_ActivityOverhead3, overheadKind),
-             c.OneIn(2) ? uint32_t{1} << c.Below(12) : Id32(c));
+             c.OneIn(2) ? static_cast<uint32_t>(c.Below(10)) << 16 : Id32(c));  // CUPTI's kinds
       SetRaw(r, offsetof(CUpti_ActivityOverhead3, objectKind),
              c.OneIn(2) ? static_cast<uint32_t>(c.Below(8)) : Id32(c));
       SetSpan(r, c);
