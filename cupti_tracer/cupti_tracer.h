@@ -9,7 +9,7 @@
 // into is a leaked singleton: CUPTI may deliver buffers from its own thread until the process is
 // gone, so destroying a CuptiTracer frees nothing.
 //
-// Join keys it records (DESIGN §5): op id = CUSTOM2 external correlation id pushed around the
+// Join keys it records (docs/trace_format.md): op id = CUSTOM2 external correlation id pushed around the
 // real call on the dispatcher; the client's runtime correlation id stored from a runtime-API
 // callback at submit.
 //

@@ -1,5 +1,5 @@
 // JoinTrace: links gpuprio's op records to the CUPTI records they caused, across threads and
-// buffers: client API call -> op -> dispatcher's driver call -> GPU work (DESIGN §5). Pure logic
+// buffers: client API call -> op -> dispatcher's driver call -> GPU work (docs/trace_format.md). Pure logic
 // on trace_events.h structs; the Chrome writer serialises its result.
 #ifndef GPUPRIO_CUPTI_TRACER_TRACE_JOIN_H_
 #define GPUPRIO_CUPTI_TRACER_TRACE_JOIN_H_

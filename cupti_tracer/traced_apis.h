@@ -1,5 +1,5 @@
 // Which CUDA API calls the tracer records (activity records and, for the runtime, the callback
-// that tags a client's op with its call): stream work and synchronisation, as DESIGN §5 asks.
+// that tags a client's op with its call): stream work and synchronisation (docs/architecture.md, "cupti_tracer/").
 // Recording every API (PyTorch calls cudaGetDevice and cuCtxGetCurrent by the thousand) costs
 // CUPTI a record per call and adds nothing a reader of the trace needs.
 #ifndef GPUPRIO_CUPTI_TRACER_TRACED_APIS_H_

@@ -201,21 +201,12 @@ void Dispatcher::Run() {
       CpuRelax();
       continue;
     }
-    // Park. Work in flight gets completion marks first so its end is observed on wake-up.
+    // Park. Work in flight gets completion marks first so its end is observed on wake-up. No
+    // driver call while parked: completions are polled when work arrives (before anything is
+    // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
+    // driver.
     MarkAllUncovered();
-    parked_.store(true, std::memory_order_seq_cst);
-    {
-      absl::MutexLock lock(&mu_);
-      // No driver call while parked: completions are polled when work arrives (before anything
-      // is issued), so a parked dispatcher costs no CPU and never races a process's teardown of
-      // the driver. Submit signals under mu_ after it saw parked_, and this thread checks the
-      // inbox under mu_ after it set parked_, so a wake-up cannot be lost: no timeout needed.
-      while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
-             !has_released_.load(std::memory_order_acquire)) {
-        wake_cv_.Wait(&mu_);
-      }
-    }
-    parked_.store(false, std::memory_order_seq_cst);
+    Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
     idle_since = -1;
   }
   // Queues, in-flight marks and pooled events are kept for the next Start (after a capture). No
@@ -236,12 +227,21 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   }
   *backoff_ns = std::min(static_cast<int64_t>(options_.max_held_sleep_ns),
                          std::max(kMinBackoffNs, *backoff_ns * 2));
+  // A released stream waits for the next round: it may stay listed while its ops are held.
+  Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/false);
+}
+
+void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams) {
   parked_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
-    // New work (perhaps more important) or a stop request wakes the dispatcher at once.
-    if (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
-      wake_cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(*backoff_ns));
+    // Submit signals under mu_ after it saw parked_, and this thread checks the inbox under mu_
+    // after it set parked_ (all seq_cst), so a wake-up cannot be lost. New work (perhaps more
+    // important) or a stop request ends the wait at once, and so may a released stream.
+    const absl::Time deadline = absl::Now() + timeout;
+    while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
+           !(wake_for_released_streams && has_released_.load(std::memory_order_acquire))) {
+      if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
     }
   }
   parked_.store(false, std::memory_order_seq_cst);
@@ -252,12 +252,7 @@ void Dispatcher::AbandonPending() {
   for (StreamQueue* q : active_) {
     for (Op* op : q->pending) {
       AdjustPending(op->priority, -1);
-      if (op->issued_counter != nullptr) {
-        op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
-      }
-      op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
-      queued_.fetch_sub(1, std::memory_order_seq_cst);
-      op->home->Give(op);
+      CountIssued(op);
       ++abandoned;
     }
     q->pending.clear();
@@ -461,12 +456,16 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
                       estimate >= options_.budget_ns / 8));
     if (mark) AddCompletionMark(q);
   }
+  CountIssued(op);
+  NotifyWaiters();
+}
+
+void Dispatcher::CountIssued(Op* op) {
   if (op->issued_counter != nullptr) {
     op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
   }
-  s->issued.fetch_add(1, std::memory_order_seq_cst);
+  op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_sub(1, std::memory_order_seq_cst);
-  NotifyWaiters();
   op->home->Give(op);
 }
 

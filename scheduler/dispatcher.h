@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "scheduler/admission_policy.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
@@ -109,6 +110,11 @@ class Dispatcher {
   // Held back by the policy: a short spin, then sleeps of growing length (up to
   // options.max_held_sleep_ns) that new work cuts short.
   void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
+  // Sleeps until new work or a stop request arrives (or, if asked, a released stream), or
+  // `timeout` passes.
+  void Park(absl::Duration timeout, bool wake_for_released_streams);
+  // An op leaves the dispatcher, counted as issued (issued, or abandoned at a bounded exit).
+  void CountIssued(Op* op);
   void AbandonPending();
   void CollectReleasedStreams();
   bool DrainInbox();

@@ -1,6 +1,6 @@
-// The narrow interface through which the scheduler tells a tracer about ops (DESIGN §1: the
-// scheduler calls it, cupti_tracer implements it, hook/ wires the two together). With no observer
-// installed the scheduler pays one pointer test per op.
+// The narrow interface through which the scheduler tells a tracer about ops (the layering of
+// docs/architecture.md: the scheduler calls it, cupti_tracer implements it, hook/ wires the two).
+// With no observer installed the scheduler pays one pointer test per op.
 //
 // Threading contract: OnSubmit and OnInline run on the client thread that made the call;
 // OnIssueBegin / OnIssueEnd run on a dispatcher thread, bracketing exactly the real driver call,

@@ -97,6 +97,13 @@ void SubmitLow(Dispatcher& d, StreamState& s, int count) {
   }
 }
 
+// A created stream of the scripted context, handled by `d`.
+void AttachStream(Dispatcher& d, StreamState& s) {
+  s.context = reinterpret_cast<CUcontext>(0x1000);
+  s.stream = reinterpret_cast<CUstream>(0x2000);
+  s.dispatcher = &d;
+}
+
 SchedulerOptions Options() {
   SchedulerOptions o;
   o.budget_ns = 1'000'000;
@@ -111,9 +118,7 @@ TEST_CASE("Stopping at exit issues held work while the GPU progresses", "[dispat
   PriorityLevels levels;
   Dispatcher d(0, ScriptedDriver(), Options(), &levels, nullptr);
   StreamState s;
-  s.context = reinterpret_cast<CUcontext>(0x1000);
-  s.stream = reinterpret_cast<CUstream>(0x2000);
-  s.dispatcher = &d;
+  AttachStream(d, s);
   SubmitLow(d, s, 50);
   d.Stop(/*bounded=*/true);
   CHECK(g_issued.load() == 50);
@@ -127,9 +132,7 @@ TEST_CASE("Stopping at exit gives up on held work when the GPU completes nothing
   PriorityLevels levels;
   Dispatcher d(0, ScriptedDriver(), Options(), &levels, nullptr);
   StreamState s;
-  s.context = reinterpret_cast<CUcontext>(0x1000);
-  s.stream = reinterpret_cast<CUstream>(0x2000);
-  s.dispatcher = &d;
+  AttachStream(d, s);
   SubmitLow(d, s, 10);
   // The first kernel is admitted (one op is always admitted) and never completes; the others are
   // held by the budget. An unbounded stop would wait forever.
@@ -152,9 +155,7 @@ TEST_CASE("A released stream's queue and events are freed and its state handed b
   PriorityLevels levels;
   Dispatcher d(0, ScriptedDriver(), Options(), &levels, nullptr);
   StreamState s;
-  s.context = reinterpret_cast<CUcontext>(0x1000);
-  s.stream = reinterpret_cast<CUstream>(0x2000);
-  s.dispatcher = &d;
+  AttachStream(d, s);
   SubmitLow(d, s, 20);
   d.WaitIssued(&s, 20);
   CHECK(g_events_live.load() > events_before);  // completion tracking created events

@@ -18,7 +18,6 @@
 //   stream_churn     20,000 streams created, used (normal and low priority) and destroyed;
 //                    prints live driver events and RSS growth after warm-up.
 #include <cuda.h>
-#include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,23 +26,25 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
+#include "tests/scheduler/client_support.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
 using fake_client::Fail;
+using sched_client::RssKb;
+using sched_client::SetThreadPriority;
 
 namespace {
 
-CUmodule g_module = nullptr;
-CUcontext g_ctx = nullptr;
+sched_client::Driver g_driver;
 
 void StartWatchdog(int seconds) {
   std::thread([seconds] {
@@ -55,39 +56,31 @@ void StartWatchdog(int seconds) {
   }).detach();
 }
 
-void Init() {
-  CheckCu(cuInit(0), "cuInit");
-  CUdevice dev;
-  CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CheckCu(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
-  CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
-  static const char kImage[] = "fake module image";
-  CheckCu(cuModuleLoadData(&g_module, kImage), "cuModuleLoadData");
-}
+void Init() { g_driver = sched_client::InitDriver(); }
 
-CUfunction Function(const char* name) {
-  CUfunction f;
-  CheckCu(cuModuleGetFunction(&f, g_module, name), name);
-  return f;
-}
+CUfunction Function(const char* name) { return sched_client::Function(g_driver.module, name); }
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowUs() { return sched_client::NowNs() / 1000; }
 
-// gpuprio's C API through dlsym, so the client also runs without the library.
-void SetThreadPriority(int priority) {
-  using Fn = int (*)(int);
-  if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority"))) {
-    Check(fn(priority) == 0, "gpuprio_set_thread_priority");
-  }
+// A non-blocking stream whose work the calling thread submits at low priority (on the budget).
+CUstream LowPriorityStream() {
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
+  SetThreadPriority(-1);
+  return stream;
 }
 
 void LaunchSleep(CUfunction sleep, uint64_t ns, CUstream stream, const char* what) {
   void* args[] = {&ns};
   CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr), what);
+}
+
+// Writes every thread's stack of a hung child to stderr, where gdb is installed: a hang that
+// shows up once in hundreds of forks is diagnosed from the test log alone.
+void DumpStacks(pid_t pid) {
+  const std::string command = "gdb -p " + std::to_string(pid) +
+                              " -batch -nx -ex 'thread apply all bt' 1>&2 2>/dev/null";
+  if (std::system("command -v gdb >/dev/null 2>&1") == 0) std::system(command.c_str());
 }
 
 // Waits for `pid` for at most `seconds`; a child still running then is killed and reported.
@@ -99,6 +92,7 @@ bool ReapWithin(pid_t pid, int seconds, int* status) {
     Check(r == 0, "waitpid");
     usleep(1000);
   }
+  DumpStacks(pid);
   kill(pid, SIGKILL);
   waitpid(pid, status, 0);
   return false;
@@ -114,7 +108,7 @@ int SubmitRace() {
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
-      CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (thread)");
+      CheckCu(cuCtxSetCurrent(g_driver.ctx), "cuCtxSetCurrent (thread)");
       SetThreadPriority(-1);
       for (int i = 0; i < kLaunches; ++i) {
         if (cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0) {
@@ -166,7 +160,7 @@ int ForkWhileWorking() {
   std::vector<std::thread> workers;
   for (int t = 0; t < 4; ++t) {
     workers.emplace_back([&, t] {
-      CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (worker)");
+      CheckCu(cuCtxSetCurrent(g_driver.ctx), "cuCtxSetCurrent (worker)");
       SetThreadPriority(t % 2 == 0 ? -1 : 0);
       CUstream stream;
       CheckCu(cuStreamCreate(&stream, t == 3 ? CU_STREAM_NON_BLOCKING : 0), "worker stream");
@@ -250,9 +244,7 @@ int ForkHeld() {
   StartWatchdog(120);
   Init();
   CUfunction sleep = Function("sleep_ns");
-  CUstream stream;
-  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
-  SetThreadPriority(-1);
+  const CUstream stream = LowPriorityStream();
   fakecuda_set_device_paused(0, 1);
   constexpr int kOps = 3000;
   for (int i = 0; i < kOps; ++i) LaunchSleep(sleep, 1000, stream, "held launch");
@@ -319,9 +311,7 @@ int HeldCpu() {
   StartWatchdog(120);
   Init();
   CUfunction sleep = Function("sleep_ns");
-  CUstream stream;
-  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
-  SetThreadPriority(-1);
+  const CUstream stream = LowPriorityStream();
   // Warm up: the kernel's duration is learned, so the budget then holds ~budget/5 ms of it.
   LaunchSleep(sleep, 5'000'000, stream, "warm-up launch");
   CheckCu(cuStreamSynchronize(stream), "warm-up sync");
@@ -340,21 +330,10 @@ int ExitWedged() {
   StartWatchdog(60);
   Init();
   CUfunction sleep = Function("sleep_ns");
-  CUstream stream;
-  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
-  SetThreadPriority(-1);
+  const CUstream stream = LowPriorityStream();
   fakecuda_set_device_paused(0, 1);
   for (int i = 0; i < 10; ++i) LaunchSleep(sleep, 1000, stream, "held launch");
   return fake_client::Succeed();  // exit handlers run with the device still paused
-}
-
-long RssKb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 int StreamChurn() {

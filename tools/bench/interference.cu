@@ -1,4 +1,4 @@
-// Interference benchmark, in-process form (DESIGN §9.2): two threads of one process.
+// Interference benchmark, in-process form: two threads of one process.
 //
 // High-priority thread: every --period-ms (10) it releases a chain of --chain (20) spin kernels of
 // --high-us (50) each (grid = number of SMs, 128 threads) on its own stream, then

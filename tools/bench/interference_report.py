@@ -96,7 +96,7 @@ def main():
         fh.write("\n")
 
     lines = []
-    lines.append("Interference (DESIGN 9.2, in-process): %s x %s us chain every %s ms on %s (%s SMs); "
+    lines.append("Interference (in-process): %s x %s us chain every %s ms on %s (%s SMs); "
                  "low: %s x SMs blocks of %s threads, fill=%s (smem/block %s, resident blocks/SM %s), batches of %s"
                  % (meta["chain"], meta["high_us"], meta["period_ms"], meta["device"], meta["sms"],
                     meta["low_blocks_per_sm"], meta["low_threads"], meta["low_fill"], meta["low_smem_per_block"],

@@ -1,4 +1,4 @@
-// Empty-kernel launch benchmark (DESIGN §9.1).
+// Empty-kernel launch benchmark (docs/benchmarks.md, section 2).
 //
 // Each of --threads N threads gets its own stream (cuStreamCreate for --api driver,
 // cudaStreamCreateWithFlags for --api runtime, both non-blocking) and launches an empty <<<1,1>>>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interference benchmark, in-process form (DESIGN §9.2), run ON the GPU machine from the repo root,
+# Interference benchmark, in-process form (docs/benchmarks.md, section 3), run ON the GPU machine from the repo root,
 # after tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
 #
 #   bash tools/bench/run_interference_bench.sh "$OUT" [--native-only]

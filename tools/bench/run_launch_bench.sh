@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launch-overhead benchmark (DESIGN §9.1), run ON the GPU machine from the repo root, after
+# Launch-overhead benchmark (docs/benchmarks.md, section 2), run ON the GPU machine from the repo root, after
 # tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
 #
 #   bash tools/bench/run_launch_bench.sh "$OUT" [--native-only]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU check: gpuprio's fallback when another tool already holds CUPTI (DESIGN §5, issue 5.3).
+"""GPU check: gpuprio's fallback when another tool already holds CUPTI (docs/architecture.md: one CUPTI client per process).
 
 torch.profiler is entered before the process makes its first CUDA call, so Kineto subscribes to
 CUPTI first; gpuprio, asked to trace (GPUPRIO_TRACE), then finds CUPTI taken at its first

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tracer check (issue 5), run ON the GPU machine from the repo root, after
+# Tracer check, run ON the GPU machine from the repo root, after
 # tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
 #
 #   bash tools/gpu_check/run_trace_check.sh "$OUT" [--native-only]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tracer checks for gpuprio (issue 5), run on the GPU machine by run_trace_check.sh.
+"""Tracer checks for gpuprio, run on the GPU machine by run_trace_check.sh.
 
 Subcommands:
   workload NAME --result FILE [...]
