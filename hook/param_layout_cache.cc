@@ -16,12 +16,6 @@
 namespace gpuprio::hook {
 namespace {
 
-using FuncGetParamInfo = CUresult(CUDAAPI*)(CUfunction, size_t, size_t*, size_t*);
-using KernelGetParamInfo = CUresult(CUDAAPI*)(CUkernel, size_t, size_t*, size_t*);
-using FuncGetAttribute = CUresult(CUDAAPI*)(int*, CUfunction_attribute, CUfunction);
-using KernelGetAttribute = CUresult(CUDAAPI*)(int*, CUfunction_attribute, CUkernel, CUdevice);
-using CtxGetDevice = CUresult(CUDAAPI*)(CUdevice*);
-
 ABSL_CONST_INIT std::atomic<uint64_t> g_epoch{1};
 ABSL_CONST_INIT absl::Mutex g_first_mu(absl::kConstInit);
 // Replaced only in a forked child, where one thread runs: threads of the parent may be queued on
@@ -66,16 +60,11 @@ bool ReadParams(Getter get, Handle handle, ParamLayout* layout) {
 }
 
 const ParamLayout* ReadLayout(CUfunction function) {
-  static const auto func_params =
-      reinterpret_cast<FuncGetParamInfo>(RealDriverFunction("cuFuncGetParamInfo", 12040));
-  static const auto kernel_params =
-      reinterpret_cast<KernelGetParamInfo>(RealDriverFunction("cuKernelGetParamInfo", 12040));
-  static const auto func_attribute =
-      reinterpret_cast<FuncGetAttribute>(RealDriverFunction("cuFuncGetAttribute", 2020));
-  static const auto kernel_attribute =
-      reinterpret_cast<KernelGetAttribute>(RealDriverFunction("cuKernelGetAttribute", 12000));
-  static const auto ctx_get_device =
-      reinterpret_cast<CtxGetDevice>(RealDriverFunction("cuCtxGetDevice", 2000));
+  const auto func_params = DriverHelper<HelperId::k_cuFuncGetParamInfo>();
+  const auto kernel_params = DriverHelper<HelperId::k_cuKernelGetParamInfo>();
+  const auto func_attribute = DriverHelper<HelperId::k_cuFuncGetAttribute>();
+  const auto kernel_attribute = DriverHelper<HelperId::k_cuKernelGetAttribute>();
+  const auto ctx_get_device = DriverHelper<HelperId::k_cuCtxGetDevice>();
   DriverCallScope in_driver;
   auto layout = std::make_unique<ParamLayout>();
   bool is_kernel = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
@@ -28,6 +29,7 @@ __thread ThreadState t_thread_state = {0, 0};
 
 namespace internal_real_driver {
 ABSL_CONST_INIT std::atomic<void*> g_real_entries[kApiCount] = {};
+void* g_helper_entries[kHelperCount] = {};
 }  // namespace internal_real_driver
 
 namespace {
@@ -38,9 +40,11 @@ struct EntryByPointer {
 };
 
 ABSL_CONST_INIT absl::once_flag g_resolve_once;
+// Set as ResolveOnce returns, whatever the outcome: false in a forked child means the parent
+// forked while one of its threads was resolving (RestartUnfinishedResolveInChild).
+ABSL_CONST_INIT std::atomic<bool> g_resolve_finished{false};
 // Written once inside g_resolve_once, read only after it.
 bool g_resolved_ok = false;
-PFN_cuGetProcAddress_v12000 g_get_proc_address = nullptr;
 EntryByPointer g_by_pointer[kApiCount];
 int g_by_pointer_count = 0;
 
@@ -51,39 +55,46 @@ bool IsInGpuprio(const void* address) {
          dladdr(address, &theirs) != 0 && mine.dli_fbase == theirs.dli_fbase;
 }
 
-void ResolveOnce() {
-  HookScope hook;
-  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (handle == nullptr) handle = dlopen("libcuda.so.1", RTLD_LAZY);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    Log(LogLevel::kWarning,
-        absl::StrFormat("cannot load libcuda.so.1 (%s); driver calls fail with "
-                        "CUDA_ERROR_NOT_FOUND", why != nullptr ? why : "unknown error"));
-    return;
+struct HelperInfo {
+  const char* base;
+  int version;
+};
+
+constexpr HelperInfo kHelpers[kHelperCount] = {
+#define GPUPRIO_DRIVER_HELPER(base, version, pfn) {#base, version},
+#include "hook/driver_helpers.def"
+#undef GPUPRIO_DRIVER_HELPER
+};
+
+// `name` at ABI `version`, as the real driver hands it out, or null. Never one of gpuprio's own
+// functions (see the note in ResolveEntries).
+void* LookUp(PFN_cuGetProcAddress_v12000 get_proc_address, const char* name, int version,
+             cuuint64_t flags) {
+  if (get_proc_address == nullptr) return nullptr;
+  void* entry = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  DriverCallScope in_driver;
+  if (get_proc_address(name, &entry, version, flags, &status) != CUDA_SUCCESS ||
+      status != CU_GET_PROC_ADDRESS_SUCCESS || entry == nullptr || IsInGpuprio(entry)) {
+    return nullptr;
   }
+  return entry;
+}
+
+void ResolveEntries(void* handle) {
+  g_by_pointer_count = 0;  // a child may be redoing a resolve its parent had begun
   DlsymFn dl = RealDlsym();
   auto get_proc_address =
       reinterpret_cast<PFN_cuGetProcAddress_v12000>(dl(handle, "cuGetProcAddress_v2"));
-  g_get_proc_address = get_proc_address;
   for (int i = 0; i < kApiCount; ++i) {
     const ApiInfo& info = kApis[i];
-    void* entry = nullptr;
-    if (get_proc_address != nullptr) {
-      CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-      const cuuint64_t flags = info.variant == ApiVariant::kPerThread
-                                   ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                                   : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-      DriverCallScope in_driver;
-      if (get_proc_address(info.base, &entry, info.version, flags, &status) != CUDA_SUCCESS ||
-          status != CU_GET_PROC_ADDRESS_SUCCESS) {
-        entry = nullptr;
-      }
-    }
     // A driver whose own cuGetProcAddress returns its exported symbols through the global scope
-    // (built without -Bsymbolic) hands back gpuprio's interposed exports: never take those as
-    // the real entry points, or a wrapper would call itself.
-    if (entry != nullptr && IsInGpuprio(entry)) entry = nullptr;
+    // (built without -Bsymbolic) hands back gpuprio's interposed exports: LookUp never takes
+    // those as the real entry points, or a wrapper would call itself.
+    void* entry = LookUp(get_proc_address, info.base, info.version,
+                         info.variant == ApiVariant::kPerThread
+                             ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                             : CU_GET_PROC_ADDRESS_LEGACY_STREAM);
     // The exported name is the exact ABI, so it is a sound second source (drivers without
     // cuGetProcAddress_v2, or an ABI it does not hand out); a lookup on libcuda's own handle
     // never returns gpuprio's symbols.
@@ -95,7 +106,30 @@ void ResolveOnce() {
                    [](const EntryByPointer& a, const EntryByPointer& b) {
                      return std::less<const void*>()(a.real, b.real);
                    });
+  for (int i = 0; i < kHelperCount; ++i) {
+    internal_real_driver::g_helper_entries[i] = LookUp(
+        get_proc_address, kHelpers[i].base, kHelpers[i].version, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+  }
+}
+
+void ResolveDriver() {
+  HookScope hook;
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    Log(LogLevel::kWarning,
+        absl::StrFormat("cannot load libcuda.so.1 (%s); driver calls fail with "
+                        "CUDA_ERROR_NOT_FOUND", why != nullptr ? why : "unknown error"));
+    return;
+  }
+  ResolveEntries(handle);
   g_resolved_ok = true;
+}
+
+void ResolveOnce() {
+  ResolveDriver();
+  g_resolve_finished.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -121,17 +155,10 @@ bool ResolveRealDriver() {
   return g_resolved_ok;
 }
 
-void* RealDriverFunction(const char* name, int cuda_version) {
-  if (!ResolveRealDriver() || g_get_proc_address == nullptr) return nullptr;
-  void* entry = nullptr;
-  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  DriverCallScope in_driver;
-  if (g_get_proc_address(name, &entry, cuda_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
-                         &status) != CUDA_SUCCESS ||
-      status != CU_GET_PROC_ADDRESS_SUCCESS) {
-    return nullptr;
-  }
-  return IsInGpuprio(entry) ? nullptr : entry;
+void RestartUnfinishedResolveInChild() {
+  // Only this thread exists in the child: nothing else reads or writes the flag now. once_flag is
+  // a trivially destructible atomic word, so constructing a new one in place is all it takes.
+  if (!g_resolve_finished.load(std::memory_order_acquire)) new (&g_resolve_once) absl::once_flag();
 }
 
 std::optional<ApiId> FindApiByRealEntry(const void* p) {

@@ -3,6 +3,8 @@
 #ifndef GPUPRIO_HOOK_REAL_DRIVER_H_
 #define GPUPRIO_HOOK_REAL_DRIVER_H_
 
+#include <cudaTypedefs.h>
+
 #include <atomic>
 #include <optional>
 
@@ -35,9 +37,42 @@ inline void* RealEntry(ApiId id) {
       std::memory_order_acquire);
 }
 
-// Any driver entry point by cuGetProcAddress name and ABI version (the scheduler's own needs:
-// cuCtxGetCurrent, cuFuncGetParamInfo, ...), or null.
-void* RealDriverFunction(const char* name, int cuda_version);
+// The driver functions gpuprio calls itself without intercepting them (hook/driver_helpers.def).
+enum class HelperId : uint8_t {
+#define GPUPRIO_DRIVER_HELPER(base, version, pfn) k_##base,
+#include "hook/driver_helpers.def"
+#undef GPUPRIO_DRIVER_HELPER
+  kCount
+};
+inline constexpr int kHelperCount = static_cast<int>(HelperId::kCount);
+
+template <HelperId kId>
+struct HelperType;
+#define GPUPRIO_DRIVER_HELPER(base, version, pfn) \
+  template <>                                     \
+  struct HelperType<HelperId::k_##base> {         \
+    using type = pfn;                             \
+  };
+#include "hook/driver_helpers.def"
+#undef GPUPRIO_DRIVER_HELPER
+
+namespace internal_real_driver {
+// Written inside the resolve once, read only after it.
+extern void* g_helper_entries[kHelperCount];
+}  // namespace internal_real_driver
+
+// The real driver's `kId`, or null if the driver lacks that ABI (or cannot be loaded).
+template <HelperId kId>
+typename HelperType<kId>::type DriverHelper() {
+  if (!ResolveRealDriver()) return nullptr;
+  return reinterpret_cast<typename HelperType<kId>::type>(
+      internal_real_driver::g_helper_entries[static_cast<int>(kId)]);
+}
+
+// fork() child side: a resolve that a thread of the parent had begun but not finished is started
+// again by the child's next driver call (that thread does not exist in the child, and its once
+// would stay "running" for ever). Runs in the child's fork handler; makes no call.
+void RestartUnfinishedResolveInChild();
 
 // The row whose real entry point is `p` (after ResolveRealDriver), or nullopt.
 std::optional<ApiId> FindApiByRealEntry(const void* p);

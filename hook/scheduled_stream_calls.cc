@@ -1,15 +1,11 @@
 #include "hook/scheduled_stream_calls.h"
 
-#include <cudaTypedefs.h>
-
 #include "hook/real_driver.h"
 
 namespace gpuprio::hook {
 
 bool IsPageableHostMemory(const void* p) {
-  using PointerGetAttribute = CUresult(CUDAAPI*)(void*, CUpointer_attribute, CUdeviceptr);
-  static const auto get_attribute =
-      reinterpret_cast<PointerGetAttribute>(RealDriverFunction("cuPointerGetAttribute", 4000));
+  const auto get_attribute = DriverHelper<HelperId::k_cuPointerGetAttribute>();
   if (p == nullptr || get_attribute == nullptr) return p != nullptr;
   unsigned int memory_type = 0;
   DriverCallScope in_driver;

@@ -2,8 +2,6 @@
 
 #include <cudaTypedefs.h>
 
-#include <pthread.h>
-
 #include <cstdlib>
 #include <new>
 
@@ -12,7 +10,6 @@
 #include "cupti_tracer/tracer_factory.h"
 #include "hook/api_table.h"
 #include "hook/config.h"
-#include "hook/param_layout_cache.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
 #include "scheduler/logging.h"
@@ -33,11 +30,6 @@ __attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread bool
 
 namespace {
 
-template <typename Fn>
-Fn Real(const char* name, int version) {
-  return reinterpret_cast<Fn>(RealDriverFunction(name, version));
-}
-
 void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
 
 // Registered when the scheduler is created, which is after the CUDA runtime registered its own
@@ -52,40 +44,23 @@ void StopDispatchersAtExit() {
   }
 }
 
-// fork(). The parent's dispatchers keep running through a fork: nothing is drained or stopped,
-// so fork() costs what it costs natively whatever is queued. The child has none of the parent's
-// threads, and CUDA cannot be used across fork (a child must initialise its own driver), so the
-// child abandons the parent's scheduler -- never touching it, since its locks may be held by
-// threads that do not exist there -- and builds a new one on its first scheduled call. The only
-// state the child shares with its parent is the parameter-layout cache, which the prepare handler
-// makes consistent (hook/param_layout_cache.cc).
+// Set in a forked child (AbandonSchedulerInChild): its scheduler records no trace.
 ABSL_CONST_INIT std::atomic<bool> g_in_forked_child{false};
-
-void PrepareFork() { LockParamLayoutsForFork(); }
-void ParentAfterFork() { UnlockParamLayoutsInParent(); }
-void ChildAfterFork() {
-  ResetParamLayoutsInChild();
-  g_in_forked_child.store(true, std::memory_order_relaxed);
-  g_scheduler.store(nullptr, std::memory_order_relaxed);
-  // A fresh once flag: the parent's is done, or held by a thread that is gone. once_flag is a
-  // trivially destructible atomic word, so constructing a new one in place is all it takes.
-  new (&g_once) absl::once_flag();
-}
 
 void CreateScheduler() {
   const Config& config = GetConfig();
   if (config.mode != Mode::kSchedule) return;
   if (!ResolveRealDriver()) return;
   scheduler::DriverFunctions d;
-  d.ctx_set_current = Real<decltype(d.ctx_set_current)>("cuCtxSetCurrent", 4000);
-  d.ctx_get_current = Real<decltype(d.ctx_get_current)>("cuCtxGetCurrent", 4000);
-  d.ctx_get_device = Real<decltype(d.ctx_get_device)>("cuCtxGetDevice", 2000);
-  d.stream_get_flags = Real<decltype(d.stream_get_flags)>("cuStreamGetFlags", 5050);
-  d.stream_get_priority = Real<decltype(d.stream_get_priority)>("cuStreamGetPriority", 5050);
-  d.event_create = Real<decltype(d.event_create)>("cuEventCreate", 2000);
+  d.ctx_set_current = DriverHelper<HelperId::k_cuCtxSetCurrent>();
+  d.ctx_get_current = DriverHelper<HelperId::k_cuCtxGetCurrent>();
+  d.ctx_get_device = DriverHelper<HelperId::k_cuCtxGetDevice>();
+  d.stream_get_flags = DriverHelper<HelperId::k_cuStreamGetFlags>();
+  d.stream_get_priority = DriverHelper<HelperId::k_cuStreamGetPriority>();
+  d.event_create = DriverHelper<HelperId::k_cuEventCreate>();
   d.event_record = reinterpret_cast<decltype(d.event_record)>(RealEntry(ApiId::k_cuEventRecord));
   d.event_query = reinterpret_cast<decltype(d.event_query)>(RealEntry(ApiId::k_cuEventQuery));
-  d.event_elapsed_time = Real<decltype(d.event_elapsed_time)>("cuEventElapsedTime", 2000);
+  d.event_elapsed_time = DriverHelper<HelperId::k_cuEventElapsedTime>();
   d.event_destroy =
       reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
   d.on_dispatcher_thread_start = &MarkThreadAsDriver;
@@ -123,7 +98,18 @@ void CreateScheduler() {
 
 }  // namespace
 
-void InstallForkHandlers() { pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork); }
+// fork(). The parent's dispatchers keep running through a fork: nothing is drained or stopped,
+// so fork() costs what it costs natively whatever is queued. The child has none of the parent's
+// threads, and CUDA cannot be used across fork (a child must initialise its own driver), so the
+// child abandons the parent's scheduler -- never touching it, since its locks may be held by
+// threads that do not exist there -- and builds a new one on its first scheduled call.
+void AbandonSchedulerInChild() {
+  g_in_forked_child.store(true, std::memory_order_relaxed);
+  g_scheduler.store(nullptr, std::memory_order_relaxed);
+  // A fresh once flag: the parent's is done, or held by a thread that is gone. once_flag is a
+  // trivially destructible atomic word, so constructing a new one in place is all it takes.
+  new (&g_once) absl::once_flag();
+}
 
 scheduler::Scheduler* ActiveScheduler() {
   scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire);

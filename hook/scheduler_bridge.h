@@ -16,8 +16,9 @@ namespace gpuprio::hook {
 // driver lacks what the scheduler needs: then gpuprio says so once and runs as passthrough).
 scheduler::Scheduler* ActiveScheduler();
 
-// Installs the fork handlers (at load, from the library's constructor; they make no CUDA call).
-void InstallForkHandlers();
+// fork() child side (hook/lifecycle.cc): forgets the parent's scheduler without touching it; the
+// child's first scheduled call builds its own. Makes no call and takes no lock.
+void AbandonSchedulerInChild();
 
 // The first argument of type T (CUstream, CUevent, CUcontext), or T{} if there is none.
 template <typename T, typename... Args>

@@ -41,6 +41,7 @@ struct Logs {
   std::deque<LoggedCall> calls;
   std::deque<fakecuda_exec_record> execs;
   absl::flat_hash_map<std::string, Injection> injections;
+  absl::flat_hash_map<std::string, uint64_t> delays_ns;  // fakecuda_set_call_delay_ns
   bool logging = true;
 };
 // Leaked: the executor threads may still log during exit.
@@ -70,8 +71,22 @@ CallScope::CallScope(const char* api) {
   CopyName(record_.api, api);
   record_.tid = Gettid();
   record_.start_ns = NowNs();
+  uint64_t delay_ns = 0;
+  Enter(api, &delay_ns);
+  // Outside every lock of the fake: other threads, and fork(), go on while this call waits.
+  if (delay_ns > 0) {
+    const timespec ts{static_cast<time_t>(delay_ns / 1000000000u),
+                      static_cast<long>(delay_ns % 1000000000u)};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void CallScope::Enter(const char* api, uint64_t* delay_ns) {
   absl::MutexLock lock(&LogMu());
   Logs& l = GetLogs();
+  if (auto delay = l.delays_ns.find(absl::string_view(api)); delay != l.delays_ns.end()) {
+    *delay_ns = delay->second;
+  }
   auto it = l.injections.find(absl::string_view(api));
   if (it != l.injections.end() && (it->second.tid == 0 || it->second.tid == record_.tid)) {
     Injection& injection = it->second;
@@ -143,6 +158,7 @@ void ClearLogs() {
 void ClearInjections() {
   absl::MutexLock lock(&LogMu());
   GetLogs().injections.clear();
+  GetLogs().delays_ns.clear();
 }
 
 void LockLogsForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { LogMu().Lock(); }
@@ -172,6 +188,16 @@ void fakecuda_fail_calls(const char* api_name, int result, uint64_t nth, uint64_
   }
   fakecuda::GetLogs().injections[api_name] = fakecuda::Injection{
       static_cast<CUresult>(result), nth - 1, count == 0 ? UINT64_MAX : count, tid};
+}
+
+void fakecuda_set_call_delay_ns(const char* api_name, uint64_t ns) {
+  if (api_name == nullptr) return;
+  absl::MutexLock lock(&fakecuda::LogMu());
+  if (ns == 0) {
+    fakecuda::GetLogs().delays_ns.erase(absl::string_view(api_name));
+  } else {
+    fakecuda::GetLogs().delays_ns[api_name] = ns;
+  }
 }
 
 void fakecuda_set_call_logging(int enabled) {

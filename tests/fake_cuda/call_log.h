@@ -38,6 +38,9 @@ class CallScope {
   CUresult Finish(CUresult result);
 
  private:
+  // Consumes an injection, takes the log slot and reads the call's delay, under the log lock.
+  void Enter(const char* api, uint64_t* delay_ns);
+
   fakecuda_call_record record_{};
   std::vector<uint8_t> params_;
   bool logged_ = false;  // fakecuda_set_call_logging was on when the call began

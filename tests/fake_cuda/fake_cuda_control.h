@@ -94,6 +94,11 @@ void fakecuda_fail_next_call(const char* api_name, int result);
 void fakecuda_fail_calls(const char* api_name, int result, uint64_t nth, uint64_t count,
                          int64_t tid);
 
+// Every later call of the exported API `api_name` first sleeps `ns`, outside every lock of the
+// fake (other threads, and fork(), go on meanwhile): widens a race window on purpose. 0 removes
+// the delay; fakecuda_reset removes them all, and a forked child starts with none.
+void fakecuda_set_call_delay_ns(const char* api_name, uint64_t ns);
+
 // On by default. While off, calls and executions are not logged (fakecuda_call_* and
 // fakecuda_exec_* see nothing new), so a long run's memory does not grow with the log; injections
 // still apply.

@@ -6,6 +6,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/base/const_init.h"
+#include "scheduler/base/abseil_fork_safety.h"
 #include "tests/fake_cuda/call_log.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
 
@@ -71,6 +72,9 @@ State& S() {
   if (state == nullptr) state = NewState(0);
   return *state;
 }
+
+// Like a real driver, the fake must leave a forked child usable whatever its threads were doing.
+__attribute__((constructor)) void InitializeFake() { gpuprio::base::InitializeAbseilLazyState(); }
 
 void EnsureForkHandlers() {
   static absl::once_flag once;

@@ -6,6 +6,9 @@
 //                    wait forever in backpressure while the stream's ops are all issued.
 //   fork_while_working  4 threads launch, copy back synchronously and synchronise while the main
 //                    thread forks 200 times; every child launches, synchronises and exits.
+//   fork_during_resolve  fork() while another thread is inside gpuprio's first look-up of the
+//                    driver's entry points (slowed down in the fake); the child's own driver
+//                    calls must not wait for that look-up, whose thread does not exist there.
 //   fork_in_capture  fork() between cuStreamBeginCapture and cuStreamEndCapture; the graph runs.
 //   fork_held        3000 low-priority ops held back on a paused device; fork() returns, the
 //                    child exits, the work completes once the device resumes; prints fork_us.
@@ -204,6 +207,39 @@ int ForkWhileWorking() {
   return fake_client::Succeed();
 }
 
+int ForkDuringResolve() {
+  StartWatchdog(60);
+  // About 120 look-ups at 2 ms each: the resolve takes a quarter of a second.
+  fakecuda_set_call_delay_ns("cuGetProcAddress_v2", 2000000);
+  Init();  // cuInit, the context and the module are not intercepted: nothing is resolved yet
+  std::atomic<bool> started{false};
+  std::atomic<bool> finished{false};
+  std::thread first_call([&] {
+    CheckCu(cuCtxSetCurrent(g_driver.ctx), "cuCtxSetCurrent (thread)");
+    started = true;
+    CUstream stream;  // the process's first intercepted call: it resolves the driver
+    CheckCu(cuStreamCreate(&stream, 0), "cuStreamCreate");
+    finished = true;
+    CheckCu(cuStreamDestroy(stream), "cuStreamDestroy");
+  });
+  while (!started.load()) usleep(100);
+  const int64_t deadline = NowUs() + 5000000;
+  while (fakecuda_count_calls("cuGetProcAddress_v2") < 5 && NowUs() < deadline) usleep(100);
+  const bool mid_resolve = !finished.load() && fakecuda_count_calls("cuGetProcAddress_v2") >= 5;
+  const pid_t pid = fork();
+  Check(pid >= 0, "fork");
+  if (pid == 0) ChildWork();
+  int status = 0;
+  const bool reaped = ReapWithin(pid, 20, &status);
+  first_call.join();
+  std::printf("forked_mid_resolve=%d child_hung=%d child_exit=%d\n", mid_resolve ? 1 : 0,
+              reaped ? 0 : 1, reaped && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  Check(mid_resolve, "the fork happened while the first call was resolving the driver");
+  Check(reaped, "the child does not hang");
+  Check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child launches and synchronises");
+  return fake_client::Succeed();
+}
+
 int ForkInCapture() {
   StartWatchdog(60);
   Init();
@@ -384,6 +420,7 @@ int main(int argc, char** argv) {
   const std::string scenario = argv[1];
   if (scenario == "submit_race") return SubmitRace();
   if (scenario == "fork_while_working") return ForkWhileWorking();
+  if (scenario == "fork_during_resolve") return ForkDuringResolve();
   if (scenario == "fork_in_capture") return ForkInCapture();
   if (scenario == "fork_held") return ForkHeld();
   if (scenario == "error_waits") return ErrorWaits();
