@@ -23,21 +23,20 @@
 #include "cupti_tracer/thread_event_log.h"
 #include "cupti_tracer/trace_assembly.h"
 #include "cupti_tracer/traced_apis.h"
-#include "scheduler/clock.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/clock.h"
+#include "scheduler/base/logging.h"
 #include "scheduler/stream_state.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::tracer {
 
-// Thread-locals have external linkage (hidden) and the initial-exec model, like all of gpuprio's:
-// GNU ld mis-relocated initial-exec accesses to internal-linkage TLS in this shared object (see
-// scheduler/scheduler.cc).
+// Thread-locals live in internal_* namespaces, never anonymous ones (scheduler/base/tls.h).
 namespace internal_cupti_tracer {
 // Correlation id of the runtime API call this thread is inside (0: none), kept by the
 // runtime-API callback and read by OnSubmit.
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread uint32_t t_runtime_correlation_id = 0;
+GPUPRIO_THREAD_LOCAL uint32_t t_runtime_correlation_id = 0;
 // Issue begin time on a dispatcher thread (OnIssueBegin and OnIssueEnd bracket one call).
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread int64_t t_issue_begin_ns = 0;
+GPUPRIO_THREAD_LOCAL int64_t t_issue_begin_ns = 0;
 }  // namespace internal_cupti_tracer
 
 using internal_cupti_tracer::t_issue_begin_ns;
@@ -109,7 +108,7 @@ class TracerCore {
   // `steady_ns` (steady_clock, as the scheduler measures) on CUPTI's clock, given CUPTI's now.
   static int64_t ToCupti(int64_t steady_ns, int64_t cupti_now) {
     if (steady_ns == 0) return cupti_now;
-    return cupti_now - (scheduler::SteadyNowNs() - steady_ns);
+    return cupti_now - (base::SteadyNowNs() - steady_ns);
   }
   absl::Status Check(CUptiResult result, const char* call) const {
     if (result == CUPTI_SUCCESS) return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "cupti_tracer/external_id_carrier.h"
 
 #include "absl/base/attributes.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::tracer {
 namespace {
@@ -21,7 +22,7 @@ struct Recheck {
   uint64_t carrier_id;
   uint32_t ops_left;
 };
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread Recheck t_recheck = {0, 0};
+GPUPRIO_THREAD_LOCAL Recheck t_recheck = {0, 0};
 }  // namespace internal_external_id_carrier
 
 using internal_external_id_carrier::t_recheck;

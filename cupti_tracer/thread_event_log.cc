@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/base/attributes.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::tracer {
 namespace {
@@ -21,8 +22,8 @@ struct CachedLog {
   uint64_t generation;
   ThreadEventLog* log;
 };
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread CachedLog t_cached = {0, nullptr};
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread uint32_t t_tid = 0;
+GPUPRIO_THREAD_LOCAL CachedLog t_cached = {0, nullptr};
+GPUPRIO_THREAD_LOCAL uint32_t t_tid = 0;
 }  // namespace internal_thread_event_log
 
 using internal_thread_event_log::t_cached;

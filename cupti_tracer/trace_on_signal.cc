@@ -12,7 +12,7 @@
 #include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio::tracer {
 namespace {

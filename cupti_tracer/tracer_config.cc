@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio::tracer {
 

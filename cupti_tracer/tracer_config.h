@@ -1,4 +1,4 @@
-// The tracer's settings, read from the environment by the rule of scheduler/env_reader.h:
+// The tracer's settings, read from the environment by the rule of scheduler/base/env_reader.h:
 //   GPUPRIO_TRACE          the trace file; unset: no trace
 //   GPUPRIO_TRACE_MAX_MB   memory cap of the trace, 1..1048576 (default 512)
 //   GPUPRIO_CUPTI_LIBRARY  the libcupti to load (path or soname) instead of the search list
@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <string>
 
-#include "scheduler/env_reader.h"
-#include "scheduler/env_vars.h"
+#include "scheduler/base/env_reader.h"
+#include "scheduler/base/env_vars.h"
 
 namespace gpuprio::tracer {
 

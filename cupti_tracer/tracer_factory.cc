@@ -13,8 +13,8 @@
 #include "cupti_tracer/nvtx_annotator.h"
 #include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_on_signal.h"
-#include "scheduler/env_vars.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/env_vars.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio::tracer {
 namespace {

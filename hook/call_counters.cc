@@ -8,58 +8,39 @@
 namespace gpuprio::hook {
 namespace internal_call_counters {
 
-__thread CounterBlock* t_block = nullptr;
+GPUPRIO_THREAD_LOCAL CounterBlock* t_block = nullptr;
 
 namespace {
 
-// Blocks are never freed: a thread that exits hands its block (and its counts) to the next
-// thread that needs one, so memory is bounded by the peak number of counting threads.
-ABSL_CONST_INIT std::atomic<CounterBlock*> g_blocks{nullptr};
+// Blocks are never freed: memory is bounded by the peak number of counting threads.
+ABSL_CONST_INIT base::ThreadRegistry<CounterBlock> g_blocks;
 
 }  // namespace
 
 struct BlockReleaser {
   ~BlockReleaser() {
     if (t_block != nullptr) {
-      t_block->in_use.store(false, std::memory_order_release);
+      base::ThreadRegistry<CounterBlock>::Release(t_block);
       t_block = nullptr;
     }
   }
 };
 
-// External linkage on purpose: see the note on TLS in scheduler/scheduler.cc.
-__attribute__((visibility("hidden"))) thread_local BlockReleaser t_releaser;
+GPUPRIO_THREAD_LOCAL_WITH_DESTRUCTOR BlockReleaser t_releaser;
 
 CounterBlock* AcquireBlockForThisThread() {
   (void)&t_releaser;  // registers the thread-exit hand-back
-  for (CounterBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
-    bool expected = false;
-    if (b->in_use.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
-      t_block = b;
-      return b;
-    }
-  }
-  auto* block = new CounterBlock();
-  for (auto& row : block->counts) {
-    for (auto& c : row) c.store(0, std::memory_order_relaxed);
-  }
-  block->in_use.store(true, std::memory_order_relaxed);
-  CounterBlock* head = g_blocks.load(std::memory_order_relaxed);
-  do {
-    block->next = head;
-  } while (!g_blocks.compare_exchange_weak(head, block, std::memory_order_release,
-                                           std::memory_order_relaxed));
-  t_block = block;
-  return block;
+  t_block = g_blocks.Acquire();
+  return t_block;
 }
 
-CounterBlock* FirstBlock() { return g_blocks.load(std::memory_order_acquire); }
+CounterBlock* FirstBlock() { return g_blocks.First(); }
 
 }  // namespace internal_call_counters
 
 CallCountTable SumCallCounts() {
   CallCountTable sum{};
-  for (auto* b = internal_call_counters::FirstBlock(); b != nullptr; b = b->next) {
+  for (auto* b = internal_call_counters::FirstBlock(); b != nullptr; b = b->next_in_registry()) {
     for (int api = 0; api < kApiCount; ++api) {
       for (int path = 0; path < kCallPathCount; ++path) {
         sum[api][path] += b->counts[api][path].load(std::memory_order_relaxed);
@@ -70,7 +51,7 @@ CallCountTable SumCallCounts() {
 }
 
 void ResetCallCounts() {
-  for (auto* b = internal_call_counters::FirstBlock(); b != nullptr; b = b->next) {
+  for (auto* b = internal_call_counters::FirstBlock(); b != nullptr; b = b->next_in_registry()) {
     for (auto& row : b->counts) {
       for (auto& c : row) c.store(0, std::memory_order_relaxed);
     }

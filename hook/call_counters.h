@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "hook/api_table.h"
+#include "scheduler/base/thread_registry.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::hook {
 
@@ -24,14 +26,13 @@ inline constexpr int kCallPathCount = static_cast<int>(CallPath::kCount);
 
 namespace internal_call_counters {
 
-struct CounterBlock {
+// A thread's counts. A block whose thread exited is taken over, counts and all, by the next
+// thread that needs one.
+struct CounterBlock : base::ThreadRegistryEntry<CounterBlock> {
   std::atomic<uint64_t> counts[kApiCount][kCallPathCount];
-  std::atomic<bool> in_use;
-  CounterBlock* next;  // immutable once the block is published
 };
 
-extern __thread CounterBlock* t_block
-    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern GPUPRIO_THREAD_LOCAL CounterBlock* t_block;
 
 CounterBlock* AcquireBlockForThisThread();
 

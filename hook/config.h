@@ -10,9 +10,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "scheduler/env_reader.h"
-#include "scheduler/env_vars.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/env_reader.h"
+#include "scheduler/base/env_vars.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio::hook {
 

@@ -14,9 +14,9 @@
 #include "hook/param_layout_cache.h"
 #include "hook/real_driver.h"
 #include "hook/scheduler_bridge.h"
-#include "scheduler/env_vars.h"
-#include "scheduler/log_throttle.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/env_vars.h"
+#include "scheduler/base/log_throttle.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio::hook {
 namespace {

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::hook {
 namespace {
@@ -35,9 +36,7 @@ struct CacheEntry {
   const ParamLayout* layout;
 };
 constexpr int kCacheSize = 64;
-// External linkage on purpose: see the note on TLS in scheduler/scheduler.cc.
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread CacheEntry
-    t_cache[kCacheSize];
+GPUPRIO_THREAD_LOCAL CacheEntry t_cache[kCacheSize];
 }  // namespace internal_param_layout
 
 namespace {

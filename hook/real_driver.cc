@@ -13,7 +13,7 @@
 #include "absl/base/call_once.h"
 #include "absl/strings/str_format.h"
 #include "hook/thread_state.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 // Read by the dlsym trampoline (hook/dlsym_hook.cc) without a call, so it has C linkage. A plain
 // pointer accessed with __atomic builtins: std::atomic's member functions are out-of-line (and
@@ -24,8 +24,6 @@ __attribute__((visibility("hidden"))) gpuprio::hook::DlsymFn gpuprio_internal_re
 }
 
 namespace gpuprio::hook {
-
-__thread ThreadState t_thread_state = {0, 0};
 
 namespace internal_real_driver {
 ABSL_CONST_INIT std::atomic<void*> g_real_entries[kApiCount] = {};

@@ -22,7 +22,7 @@
 #include "hook/real_driver.h"
 #include "hook/scheduler_bridge.h"
 #include "hook/thread_state.h"
-#include "scheduler/clock.h"
+#include "scheduler/base/clock.h"
 #include "scheduler/op.h"
 #include "scheduler/op_pool.h"
 #include "scheduler/scheduler.h"
@@ -70,14 +70,14 @@ CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* str
     DriverCallScope in_driver;
     return call();
   }
-  const int64_t begin_ns = scheduler::SteadyNowNs();
+  const int64_t begin_ns = base::SteadyNowNs();
   CUresult result;
   {
     DriverCallScope in_driver;
     result = call();
   }
   observer->OnInline(Info(kId).symbol, priority, stream != nullptr ? stream->stream : nullptr,
-                     begin_ns, scheduler::SteadyNowNs());
+                     begin_ns, base::SteadyNowNs());
   return result;
 }
 
@@ -130,7 +130,7 @@ CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
     op->depends_on = depends_on;
     op->depends_on_count = depends_on->submitted.load(std::memory_order_acquire);
   }
-  op->submit_ns = scheduler::SteadyNowNs();
+  op->submit_ns = base::SteadyNowNs();
   s->Submit(op);
   return CUDA_SUCCESS;
 }

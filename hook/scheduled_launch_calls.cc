@@ -207,7 +207,7 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
   op->stream = st;
   op->priority = priority;
   op->cost_key = f;
-  op->submit_ns = scheduler::SteadyNowNs();
+  op->submit_ns = base::SteadyNowNs();
   s->Submit(op);
   return CUDA_SUCCESS;
 }

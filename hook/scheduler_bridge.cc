@@ -12,7 +12,8 @@
 #include "hook/config.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::hook {
 namespace {
@@ -24,9 +25,8 @@ ABSL_CONST_INIT std::atomic<scheduler::Scheduler*> g_scheduler{nullptr};
 
 // Set on the thread that creates the scheduler: loading the tracer (libcupti) there may call the
 // driver through gpuprio's wrappers, which must then pass straight through instead of waiting for
-// the scheduler being created. External linkage: see the note on TLS in scheduler/scheduler.cc.
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread bool
-    t_creating_scheduler = false;
+// the scheduler being created.
+GPUPRIO_THREAD_LOCAL bool t_creating_scheduler = false;
 
 namespace {
 

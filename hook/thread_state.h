@@ -4,6 +4,8 @@
 #ifndef GPUPRIO_HOOK_THREAD_STATE_H_
 #define GPUPRIO_HOOK_THREAD_STATE_H_
 
+#include "scheduler/base/tls.h"
+
 namespace gpuprio::hook {
 
 struct ThreadState {
@@ -11,11 +13,8 @@ struct ThreadState {
   int hook_depth;
 };
 
-// initial-exec: libgpuprio.so is loaded at start-up (LD_PRELOAD), so its TLS is static and every
-// access is one %fs-relative load instead of a __tls_get_addr call. __thread (no dynamic
-// initialisation) rather than thread_local, so no TLS wrapper call is generated either.
-extern __thread ThreadState t_thread_state
-    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+// Defined in thread_state.cc; one %fs-relative access (scheduler/base/tls.h).
+extern GPUPRIO_THREAD_LOCAL ThreadState t_thread_state;
 
 inline bool InDriverCall() { return t_thread_state.driver_call_depth > 0; }
 inline bool InHook() { return t_thread_state.hook_depth > 0; }

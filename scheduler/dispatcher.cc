@@ -7,12 +7,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "scheduler/backpressure.h"
-#include "scheduler/clock.h"
-#include "scheduler/log_throttle.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/clock.h"
+#include "scheduler/base/log_throttle.h"
+#include "scheduler/base/logging.h"
 #include "scheduler/op_pool.h"
 
 namespace gpuprio::scheduler {
+
+using base::SteadyNowNs;
 namespace {
 
 inline void CpuRelax() {

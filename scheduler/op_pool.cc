@@ -1,56 +1,33 @@
 #include "scheduler/op_pool.h"
 
 #include "absl/base/attributes.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::scheduler {
 
-struct OpPoolRegistry {
-  static OpPool* Acquire();
-  static void Release(OpPool* pool) { pool->in_use_.store(false, std::memory_order_release); }
-};
+namespace {
+ABSL_CONST_INIT base::ThreadRegistry<OpPool> g_pools;
+ABSL_CONST_INIT std::atomic<uint64_t> g_allocated{0};
+}  // namespace
 
-// External linkage on purpose: see the note on TLS in scheduler.cc.
 namespace internal_op_pool {
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread OpPool* t_pool =
-    nullptr;
+GPUPRIO_THREAD_LOCAL OpPool* t_pool = nullptr;
 struct PoolReleaser {
   ~PoolReleaser() {
-    if (t_pool != nullptr) OpPoolRegistry::Release(t_pool);
+    if (t_pool != nullptr) base::ThreadRegistry<OpPool>::Release(t_pool);
     t_pool = nullptr;
   }
 };
-__attribute__((visibility("hidden"))) thread_local PoolReleaser t_releaser;
+GPUPRIO_THREAD_LOCAL_WITH_DESTRUCTOR PoolReleaser t_releaser;
 }  // namespace internal_op_pool
-
-namespace {
 
 using internal_op_pool::t_pool;
 using internal_op_pool::t_releaser;
 
-ABSL_CONST_INIT std::atomic<OpPool*> g_pools{nullptr};
-ABSL_CONST_INIT std::atomic<uint64_t> g_allocated{0};
-
-}  // namespace
-
-OpPool* OpPoolRegistry::Acquire() {
-  for (OpPool* p = g_pools.load(std::memory_order_acquire); p != nullptr; p = p->next_) {
-    bool expected = false;
-    if (p->in_use_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return p;
-  }
-  auto* pool = new OpPool();
-  pool->in_use_.store(true, std::memory_order_relaxed);
-  OpPool* head = g_pools.load(std::memory_order_relaxed);
-  do {
-    pool->next_ = head;
-  } while (!g_pools.compare_exchange_weak(head, pool, std::memory_order_release,
-                                          std::memory_order_relaxed));
-  return pool;
-}
-
 OpPool& OpPool::ForThisThread() {
   if (t_pool == nullptr) {
     (void)&t_releaser;
-    t_pool = OpPoolRegistry::Acquire();
+    t_pool = g_pools.Acquire();
   }
   return *t_pool;
 }

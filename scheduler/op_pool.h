@@ -7,11 +7,12 @@
 
 #include <atomic>
 
+#include "scheduler/base/thread_registry.h"
 #include "scheduler/op.h"
 
 namespace gpuprio::scheduler {
 
-class OpPool {
+class OpPool : public base::ThreadRegistryEntry<OpPool> {
  public:
   // The calling thread's pool. Thread-safe; the first call on a thread may allocate.
   static OpPool& ForThisThread();
@@ -27,12 +28,10 @@ class OpPool {
 
  private:
   OpPool() = default;
-  friend struct OpPoolRegistry;
+  friend class base::ThreadRegistry<OpPool>;
 
   Op* free_ = nullptr;                      // owner thread only
   std::atomic<Op*> returned_{nullptr};      // pushed by any thread
-  std::atomic<bool> in_use_{false};
-  OpPool* next_ = nullptr;                  // registry list; immutable once published
 };
 
 }  // namespace gpuprio::scheduler

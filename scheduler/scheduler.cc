@@ -1,15 +1,16 @@
 #include "scheduler/scheduler.h"
 
 #include "absl/strings/str_format.h"
-#include "scheduler/clock.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/clock.h"
+#include "scheduler/base/logging.h"
+#include "scheduler/base/tls.h"
 
 namespace gpuprio::scheduler {
 
-// Thread-local state has external linkage (hidden): GNU ld mis-relocates initial-exec accesses to
-// internal-linkage TLS in a shared object (it emitted a TPOFF64 against a section symbol without
-// the variable's offset, so t_stream_cache_next read t_thread_priority), so no TLS variable of
-// gpuprio lives in an anonymous namespace.
+using base::CoarseNowNs;
+using base::SteadyNowNs;
+
+// Thread-locals live in internal_* namespaces, never anonymous ones (scheduler/base/tls.h).
 namespace internal_scheduler {
 
 // A few recently used streams per thread: most threads launch on one or two streams.
@@ -28,8 +29,7 @@ struct SchedulerThreadState {
   StreamCacheEntry stream_cache[kStreamCacheSize];
 };
 
-__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread SchedulerThreadState
-    t_scheduler_thread = {kPriorityUnset, 0, {}};
+GPUPRIO_THREAD_LOCAL SchedulerThreadState t_scheduler_thread = {kPriorityUnset, 0, {}};
 
 }  // namespace internal_scheduler
 

@@ -1,6 +1,6 @@
 // scheduler/env_vars: the table of known variables (and that docs/user_guide.md lists the same),
 // the closest-name warnings, and the secure-execution rule.
-#include "scheduler/env_vars.h"
+#include "scheduler/base/env_vars.h"
 
 #include <fstream>
 #include <map>

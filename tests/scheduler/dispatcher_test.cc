@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
-#include "scheduler/clock.h"
+#include "scheduler/base/clock.h"
 #include "scheduler/op_pool.h"
 
 namespace {
@@ -92,7 +92,7 @@ void SubmitLow(Dispatcher& d, StreamState& s, int count) {
     op->stream = &s;
     op->priority = -1;  // below the ceiling: on the budget
     op->cost_key = &kKernel;
-    op->submit_ns = gpuprio::scheduler::SteadyNowNs();
+    op->submit_ns = gpuprio::base::SteadyNowNs();
     d.Submit(op);
   }
 }

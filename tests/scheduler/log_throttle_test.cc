@@ -1,6 +1,6 @@
 // scheduler/log_throttle: a burst, then one line per interval with the count suppressed, the rest
 // counted for exit; exact under many threads; nothing formatted or allocated when suppressed.
-#include "scheduler/log_throttle.h"
+#include "scheduler/base/log_throttle.h"
 
 #include <atomic>
 #include <string>

@@ -1,5 +1,5 @@
 // scheduler/logging: one line per message whatever its length or content, and no heap.
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 #include <string>
 

@@ -13,8 +13,8 @@
 
 #include "cupti_tracer/tracer_config.h"
 #include "hook/config.h"
-#include "scheduler/env_vars.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/env_vars.h"
+#include "scheduler/base/logging.h"
 
 namespace {
 

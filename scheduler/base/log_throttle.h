@@ -4,8 +4,8 @@
 // suppressed message is counted, never formatted, and costs no heap.
 //
 //   GPUPRIO_LOG_THROTTLED(LogLevel::kError, "%s on stream %p failed", name, stream);
-#ifndef GPUPRIO_SCHEDULER_LOG_THROTTLE_H_
-#define GPUPRIO_SCHEDULER_LOG_THROTTLE_H_
+#ifndef GPUPRIO_SCHEDULER_BASE_LOG_THROTTLE_H_
+#define GPUPRIO_SCHEDULER_BASE_LOG_THROTTLE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio {
 
@@ -94,4 +94,4 @@ void LogSuppressedCounts();
     gpuprio_log_throttle_site.Logf((level), format, ##__VA_ARGS__);                      \
   } while (false)
 
-#endif  // GPUPRIO_SCHEDULER_LOG_THROTTLE_H_
+#endif  // GPUPRIO_SCHEDULER_BASE_LOG_THROTTLE_H_

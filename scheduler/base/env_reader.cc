@@ -1,9 +1,9 @@
-#include "scheduler/env_reader.h"
+#include "scheduler/base/env_reader.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 namespace gpuprio {
 

@@ -2,8 +2,8 @@
 // cupti_tracer/tracer_config.cc): leading and trailing ASCII whitespace is ignored; unset or blank
 // means the default; a bad value gives one message naming the variable, the value (escaped) and
 // what is accepted, saying what is used instead, and changes nothing else.
-#ifndef GPUPRIO_SCHEDULER_ENV_READER_H_
-#define GPUPRIO_SCHEDULER_ENV_READER_H_
+#ifndef GPUPRIO_SCHEDULER_BASE_ENV_READER_H_
+#define GPUPRIO_SCHEDULER_BASE_ENV_READER_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "scheduler/env_vars.h"
+#include "scheduler/base/env_vars.h"
 
 namespace gpuprio {
 
@@ -81,4 +81,4 @@ bool EnvReader::ReadChoice(const char* name,
 
 }  // namespace gpuprio
 
-#endif  // GPUPRIO_SCHEDULER_ENV_READER_H_
+#endif  // GPUPRIO_SCHEDULER_BASE_ENV_READER_H_

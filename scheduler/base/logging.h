@@ -1,8 +1,8 @@
 // One-line diagnostics on stderr, prefixed "gpuprio: ", filtered by a process-wide level.
 // Safe before constructors run and from any thread. Log and Logf never touch the heap (Logf formats
 // into a stack buffer); a caller that builds its message with absl::StrFormat allocates itself.
-#ifndef GPUPRIO_SCHEDULER_LOGGING_H_
-#define GPUPRIO_SCHEDULER_LOGGING_H_
+#ifndef GPUPRIO_SCHEDULER_BASE_LOGGING_H_
+#define GPUPRIO_SCHEDULER_BASE_LOGGING_H_
 
 #include <cstddef>
 
@@ -59,4 +59,4 @@ class Escaped {
 
 }  // namespace gpuprio
 
-#endif  // GPUPRIO_SCHEDULER_LOGGING_H_
+#endif  // GPUPRIO_SCHEDULER_BASE_LOGGING_H_

@@ -1,4 +1,4 @@
-#include "scheduler/log_throttle.h"
+#include "scheduler/base/log_throttle.h"
 
 #include <time.h>
 

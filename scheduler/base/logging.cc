@@ -1,4 +1,4 @@
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "scheduler/env_vars.h"
+#include "scheduler/base/env_vars.h"
 
 #include <sys/auxv.h>
 
@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "scheduler/logging.h"
+#include "scheduler/base/logging.h"
 
 extern char** environ;
 

@@ -2,8 +2,8 @@
 // docs/user_guide.md lists; a test compares them), secure execution (a setuid program ignores the
 // variables that load code or write files), and the checks of the whole environment at load
 // (misspelt names, ignored variables). Reading one value is env_reader.h.
-#ifndef GPUPRIO_SCHEDULER_ENV_VARS_H_
-#define GPUPRIO_SCHEDULER_ENV_VARS_H_
+#ifndef GPUPRIO_SCHEDULER_BASE_ENV_VARS_H_
+#define GPUPRIO_SCHEDULER_BASE_ENV_VARS_H_
 
 #include <string>
 #include <vector>
@@ -61,4 +61,4 @@ std::vector<std::string> ProcessEnvironmentWarnings();
 
 }  // namespace gpuprio
 
-#endif  // GPUPRIO_SCHEDULER_ENV_VARS_H_
+#endif  // GPUPRIO_SCHEDULER_BASE_ENV_VARS_H_

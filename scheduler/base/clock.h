@@ -1,14 +1,14 @@
 // The one clock of the scheduler and its clients: op submit and issue times, the ceiling window,
 // completion times. CLOCK_MONOTONIC, in nanoseconds (steady_clock is CLOCK_MONOTONIC on Linux).
-#ifndef GPUPRIO_SCHEDULER_CLOCK_H_
-#define GPUPRIO_SCHEDULER_CLOCK_H_
+#ifndef GPUPRIO_SCHEDULER_BASE_CLOCK_H_
+#define GPUPRIO_SCHEDULER_BASE_CLOCK_H_
 
 #include <time.h>
 
 #include <chrono>
 #include <cstdint>
 
-namespace gpuprio::scheduler {
+namespace gpuprio::base {
 
 inline int64_t SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -25,6 +25,6 @@ inline int64_t CoarseNowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-}  // namespace gpuprio::scheduler
+}  // namespace gpuprio::base
 
-#endif  // GPUPRIO_SCHEDULER_CLOCK_H_
+#endif  // GPUPRIO_SCHEDULER_BASE_CLOCK_H_
