@@ -485,7 +485,7 @@ CUevent Dispatcher::TakeEvent(StreamQueue* q) {
 void Dispatcher::ReleaseStream(StreamState* stream) {
   {
     absl::MutexLock lock(&record_mu_);
-    stream->destroyed.store(true, std::memory_order_release);
+    SetDestroyed(stream);
   }
   {
     absl::MutexLock lock(&release_mu_);
@@ -549,7 +549,7 @@ void Dispatcher::AddCompletionMark(StreamQueue* q) {
   if (q->in_flight.size() <= covered) return;
   q->ops_since_mark = 0;
   absl::MutexLock lock(&record_mu_);
-  if (q->state->destroyed.load(std::memory_order_acquire)) {
+  if (IsDestroyed(q->state)) {
     // The application destroyed the stream after its ops were issued: nothing more may be
     // recorded on it, and its unmarked work is counted as complete.
     Retire(q, q->in_flight.size());

@@ -153,10 +153,20 @@ class Dispatcher {
   std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};
-  absl::Mutex mu_;  // guards nothing but the condition variables' waits
+  // The condition variables' mutex. It guards no member: what the waits look at is atomic (the
+  // handshake is in docs/architecture.md, "Threads and waiting").
+  absl::Mutex mu_;
   // Held while the dispatcher records a completion event on a stream, and by ReleaseStream while
-  // it marks the stream destroyed, so no event is ever recorded on a destroyed stream.
+  // it marks the stream destroyed, so no event is ever recorded on a destroyed stream. The flag
+  // lives in the StreamState; these two are its only accessors, and the analysis checks both
+  // sides hold the lock.
   absl::Mutex record_mu_;
+  bool IsDestroyed(const StreamState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) {
+    return s->destroyed.load(std::memory_order_acquire);
+  }
+  void SetDestroyed(StreamState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) {
+    s->destroyed.store(true, std::memory_order_release);
+  }
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;

@@ -9,7 +9,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
-packages=(bazel-bootstrap bazel-rules-java bazel-skylib bazel-platforms catch2 g++ python3
+packages=(bazel-bootstrap bazel-rules-java bazel-skylib bazel-platforms catch2 clang g++ python3
           nlohmann-json3-dev)
 absl_version="20220623.1"
 absl_dir="$repo/third_party/abseil-src"

@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
 # Runs every test target three times: plain, under AddressSanitizer+UBSan, and under
-# ThreadSanitizer; then prints one line "N passed, N failed" counting Catch2 test cases over all
-# targets and configurations. Exits non-zero if anything failed. Leaves no Bazel server behind.
+# ThreadSanitizer; builds everything with clang's thread-safety analysis (thread_safety: one check
+# that passes or fails); then prints one line "N passed, N failed" counting Catch2 test cases over
+# all targets and configurations, plus that check. Exits non-zero if anything failed. Leaves no
+# Bazel server behind. Arguments name a subset of the configurations, e.g. `tools/test.sh plain`.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 trap 'bazel shutdown >/dev/null 2>&1 || true' EXIT
 
 configs=("${@}")
-((${#configs[@]})) || configs=(plain asan tsan)
+((${#configs[@]})) || configs=(plain asan tsan thread_safety)
 
 status=0
 summaries=()
 for config in "${configs[@]}"; do
+  if [[ "$config" == thread_safety ]]; then
+    # Every ABSL_GUARDED_BY / ABSL_*_LOCKS_REQUIRED annotation checked by clang; a violation is a
+    # compile error (.bazelrc, config thread_safety).
+    echo "=== bazel build //... --config=thread_safety ==="
+    if bazel build --config=thread_safety --keep_going //... 2>&1 |
+        grep -v '^\(Loading\|Analyzing\|INFO: From\)'; [[ ${PIPESTATUS[0]} -eq 0 ]]; then
+      summaries+=("thread_safety: 1 passed, 0 failed (clang -Wthread-safety build of //...)")
+    else
+      status=1
+      summaries+=("thread_safety: 0 passed, 1 failed (clang -Wthread-safety build of //...)")
+    fi
+    echo "${summaries[-1]}"
+    continue
+  fi
   flags=()
   [[ "$config" == plain ]] || flags=("--config=$config")
   if [[ "$config" == tsan ]]; then

@@ -66,7 +66,7 @@ CUresult Destroy(CallScope& call, CUstream h) {
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  return WithStream(call, h, false, [&](Stream* s) {
+  return WithStream(call, h, false, [&](Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
     DestroyStream(s);
     return CUDA_SUCCESS;
   });
