@@ -79,22 +79,6 @@ std::string GpuName(const GpuActivity& gpu) {
   return "kernel";
 }
 
-// Earliest timestamp of the input (ignoring zeros, which mean "not recorded").
-int64_t EarliestTimestamp(const TraceInput& in) {
-  int64_t base = std::numeric_limits<int64_t>::max();
-  const auto take = [&](int64_t ts) {
-    if (ts > 0) base = std::min(base, ts);
-  };
-  for (const auto& r : in.api_calls) take(r.start_ns);
-  for (const auto& r : in.gpu_activities) take(r.start_ns);
-  for (const auto& r : in.synchronizations) take(r.start_ns);
-  for (const auto& r : in.overheads) take(r.start_ns);
-  for (const auto& r : in.ops_submitted) take(r.submit_ns);
-  for (const auto& r : in.ops_issued) take(r.begin_ns);
-  for (const auto& r : in.counters) take(r.ts_ns);
-  return base == std::numeric_limits<int64_t>::max() ? 0 : base;
-}
-
 struct FlowStep {
   uint32_t pid;
   uint32_t tid;

@@ -57,21 +57,6 @@ void AppendCounters(const std::vector<CounterThrottle::Sample>& samples, TraceIn
   }
 }
 
-int64_t EarliestTimestamp(const TraceInput& in) {
-  int64_t best = 0;
-  auto consider = [&best](int64_t t) {
-    if (t > 0 && (best == 0 || t < best)) best = t;
-  };
-  for (const auto& e : in.api_calls) consider(e.start_ns);
-  for (const auto& e : in.gpu_activities) consider(e.start_ns);
-  for (const auto& e : in.synchronizations) consider(e.start_ns);
-  for (const auto& e : in.overheads) consider(e.start_ns);
-  for (const auto& e : in.ops_submitted) consider(e.submit_ns);
-  for (const auto& e : in.ops_issued) consider(e.begin_ns);
-  for (const auto& e : in.counters) consider(e.ts_ns);
-  return best;
-}
-
 std::string ThreadNameFromProc(uint32_t tid) {
   std::ifstream comm(absl::StrFormat("/proc/self/task/%u/comm", tid));
   std::string name;

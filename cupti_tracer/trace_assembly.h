@@ -30,9 +30,6 @@ std::pair<std::string, std::string> CounterNameAndSeries(int64_t key);
 void AppendThreadEvents(const EventRegistry& events, TraceInput* out);
 void AppendCounters(const std::vector<CounterThrottle::Sample>& samples, TraceInput* out);
 
-// The earliest non-zero timestamp of anything in `input` (0 if there is none).
-int64_t EarliestTimestamp(const TraceInput& input);
-
 // /proc/self/task/<tid>/comm without its newline; empty if the thread is gone.
 std::string ThreadNameFromProc(uint32_t tid);
 

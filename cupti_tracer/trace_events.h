@@ -136,6 +136,23 @@ struct TraceInput {
   TraceDrops drops;
 };
 
+// The earliest non-zero timestamp of anything in `input` (0 if there is none): zeros mean "not
+// recorded".
+inline int64_t EarliestTimestamp(const TraceInput& input) {
+  int64_t best = 0;
+  auto consider = [&best](int64_t t) {
+    if (t > 0 && (best == 0 || t < best)) best = t;
+  };
+  for (const auto& e : input.api_calls) consider(e.start_ns);
+  for (const auto& e : input.gpu_activities) consider(e.start_ns);
+  for (const auto& e : input.synchronizations) consider(e.start_ns);
+  for (const auto& e : input.overheads) consider(e.start_ns);
+  for (const auto& e : input.ops_submitted) consider(e.submit_ns);
+  for (const auto& e : input.ops_issued) consider(e.begin_ns);
+  for (const auto& e : input.counters) consider(e.ts_ns);
+  return best;
+}
+
 }  // namespace gpuprio::tracer
 
 #endif  // GPUPRIO_CUPTI_TRACER_TRACE_EVENTS_H_

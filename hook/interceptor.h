@@ -3,7 +3,7 @@
 // driver. cuGetProcAddress (proc_address_hook.h) plugs in by specialising it for its rows, the
 // scheduler (scheduled_calls.h) by specialising it for the ordered, sync and inline classes and
 // for the rows that need more than the class's generic handling. Every specialisation must be visible wherever
-// wrappers are instantiated: include it from hook/interceptors.h.
+// wrappers are instantiated: include it from hook/all_interceptors.h.
 #ifndef GPUPRIO_HOOK_INTERCEPTOR_H_
 #define GPUPRIO_HOOK_INTERCEPTOR_H_
 

@@ -8,7 +8,7 @@
 
 #include "hook/api_table.h"
 #include "hook/call_counters.h"
-#include "hook/interceptors.h"
+#include "hook/all_interceptors.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
 

@@ -1,7 +1,7 @@
 // Every Interceptor specialisation, so each translation unit that instantiates wrappers sees the
 // same set (one definition rule).
-#ifndef GPUPRIO_HOOK_INTERCEPTORS_H_
-#define GPUPRIO_HOOK_INTERCEPTORS_H_
+#ifndef GPUPRIO_HOOK_ALL_INTERCEPTORS_H_
+#define GPUPRIO_HOOK_ALL_INTERCEPTORS_H_
 
 #include "hook/interceptor.h"
 #include "hook/proc_address_hook.h"
@@ -9,4 +9,4 @@
 #include "hook/scheduled_launch_calls.h"
 #include "hook/scheduled_stream_calls.h"
 
-#endif  // GPUPRIO_HOOK_INTERCEPTORS_H_
+#endif  // GPUPRIO_HOOK_ALL_INTERCEPTORS_H_
