@@ -3,7 +3,6 @@
 // properly nested slices per track, relative times, metadata, queue events, counters, counts.
 #include "cupti_tracer/chrome_trace_writer.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 
 #include "catch2/catch.hpp"
 #include "nlohmann/json.hpp"
+#include "tests/test_directory.h"
 #include "tests/tracer/synthetic_trace.h"
 
 namespace gpuprio::tracer {
@@ -314,25 +314,8 @@ TEST_CASE("ChromeTrace of an empty input is a valid trace", "[tracer]") {
   CheckTraceInvariants(trace);
 }
 
-// Names in `dir`, sorted, without "." and "..".
-std::vector<std::string> DirectoryEntries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (const dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST_CASE("WriteChromeTrace writes the file through a temporary and renames it", "[tracer]") {
-  const char* tmpdir = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmpdir != nullptr);
-  std::string dir = std::string(tmpdir) + "/write_XXXXXX";
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const std::string dir = gpuprio_test::FreshDirectory("write");
   const TraceInput input = gpuprio_test::Scenario();
   const std::string path = dir + "/trace.json";
   REQUIRE(WriteChromeTrace(input, path).ok());
@@ -341,7 +324,7 @@ TEST_CASE("WriteChromeTrace writes the file through a temporary and renames it",
   text << file.rdbuf();
   CHECK(text.str() == ChromeTraceJson(input));
   CHECK(json::parse(text.str()).at("otherData").at("gpuprio").at("version") == 1);
-  CHECK(DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});  // no temporary left
+  CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});  // no temporary left
 
   SECTION("and reports a directory that does not exist") {
     const absl::Status status = WriteChromeTrace(input, "/nonexistent-dir/trace.json");

@@ -3,7 +3,6 @@
 // GPUPRIO_CUPTI_LIBRARY. Checked: the file parses and holds the run, nothing else is left beside
 // it, a forked child writes nothing, SIGTERM still writes it, and every drop is counted alike in
 // the file and in the log line.
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -20,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/client_env.h"
 #include "tests/runfiles.h"
+#include "tests/test_directory.h"
 
 namespace {
 
@@ -32,27 +32,6 @@ std::string Runfile(const char* path) {
   return *full;
 }
 
-std::string FreshDirectory() {
-  const char* tmpdir = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmpdir != nullptr);
-  std::string dir = std::string(tmpdir) + "/e2e_XXXXXX";
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
-  return dir;
-}
-
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (const dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 struct TracedRun {
   gpuprio_test::ProcessResult result;
   std::string dir;
@@ -63,7 +42,7 @@ struct TracedRun {
 // Runs trace_client `args` traced into a fresh directory; `extra` is added to the environment.
 TracedRun Run(const std::vector<std::string>& args, Env extra = {}) {
   TracedRun run;
-  run.dir = FreshDirectory();
+  run.dir = gpuprio_test::FreshDirectory("e2e");
   run.path = run.dir + "/trace.json";
   Env env = {{"GPUPRIO_TRACE", run.path},
              {"GPUPRIO_CUPTI_LIBRARY", Runfile("tests/fake_cupti/libcupti.so.13")},
@@ -104,7 +83,7 @@ TEST_CASE("A traced run writes a valid trace and nothing else beside it", "[trac
   CHECK(gpuprio.at("ops") == 20);
   CHECK(gpuprio.at("gpu_records") == 8);  // the fake libcupti's default per flush
   CHECK(gpuprio.at("dropped_records") == 0);
-  CHECK(Entries(run.dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
   CHECK(run.result.stderr_text.find("on SIGTERM and SIGINT it is written before the process ends") !=
         std::string::npos);
 }
@@ -120,7 +99,7 @@ TEST_CASE("A forked child writes no trace; its parent writes its own", "[tracer]
   const json gpuprio = ParseTrace(run.path).at("otherData").at("gpuprio");
   CHECK(gpuprio.at("pid") == run.values.at("pid"));
   CHECK(gpuprio.at("ops") == 20);  // the parent's launches only
-  CHECK(Entries(run.dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
 }
 
 TEST_CASE("SIGTERM writes the trace, and the process still dies by SIGTERM", "[tracer]") {
@@ -131,7 +110,7 @@ TEST_CASE("SIGTERM writes the trace, and the process still dies by SIGTERM", "[t
   const json gpuprio = ParseTrace(run.path).at("otherData").at("gpuprio");
   CHECK(gpuprio.at("pid") == run.values.at("pid"));
   CHECK(gpuprio.at("ops") == 20);
-  CHECK(Entries(run.dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
 }
 
 TEST_CASE("A SIGTERM handler the program installs later wins; the trace is written at exit",
@@ -141,7 +120,7 @@ TEST_CASE("A SIGTERM handler the program installs later wins; the trace is writt
   CHECK(run.result.exit_code == 3);
   CHECK(run.result.stdout_text.find("app_handler ok") != std::string::npos);
   CHECK(ParseTrace(run.path).at("otherData").at("gpuprio").at("ops") == 20);
-  CHECK(Entries(run.dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
 }
 
 TEST_CASE("A wedged CUPTI flush on SIGTERM does not keep the process alive", "[tracer]") {
@@ -149,12 +128,12 @@ TEST_CASE("A wedged CUPTI flush on SIGTERM does not keep the process alive", "[t
   DESCRIBE(run);
   CHECK(run.result.exit_code == 128 + SIGTERM);
   CHECK(run.result.stderr_text.find("not written within 5s of SIGTERM") != std::string::npos);
-  CHECK(Entries(run.dir).empty());
+  CHECK(gpuprio_test::DirectoryEntries(run.dir).empty());
 }
 
 TEST_CASE("A trace path that is not a regular file is refused when tracing starts",
           "[tracer]") {
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("e2e");
   const std::string fifo = dir + "/trace.json";
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   auto env = gpuprio_test::ClientEnv(
@@ -169,7 +148,7 @@ TEST_CASE("A trace path that is not a regular file is refused when tracing start
   struct stat st;
   REQUIRE(lstat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
-  CHECK(Entries(dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});
 }
 
 // The numbers of the one log line: "dropped: C CUPTI records (B by CUPTI, O over
@@ -202,7 +181,7 @@ void CheckEveryDropCounted(const TracedRun& run, long launches, long cupti_recor
     INFO(key);
     CHECK(gpuprio.at(key).get<long>() == value);
   }
-  CHECK(Entries(run.dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
 }
 
 TEST_CASE("Every drop at GPUPRIO_TRACE_MAX_MB is counted in the trace and in the log line",

@@ -3,7 +3,6 @@
 // neither a temporary nor a changed target behind when something fails.
 #include "cupti_tracer/trace_file.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,31 +16,11 @@
 #include "catch2/catch.hpp"
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "nlohmann/json.hpp"
+#include "tests/test_directory.h"
 #include "tests/tracer/synthetic_trace.h"
 
 namespace gpuprio::tracer {
 namespace {
-
-std::string FreshDirectory() {
-  const char* tmpdir = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmpdir != nullptr);
-  std::string dir = std::string(tmpdir) + "/trace_file_XXXXXX";
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
-  return dir;
-}
-
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (const dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::string Contents(const std::string& path) {
   std::ifstream file(path);
@@ -68,7 +47,7 @@ bool Mentions(const absl::Status& status, const std::string& text) {
 TEST_CASE("A link planted where a trace's temporary used to be is never followed", "[tracer]") {
   // The temporary's name was `<path>.tmp.<pid>`: anyone could plant a link there and have the
   // trace overwrite a file the link points at.
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
   const std::string victim = dir + "/private";
   WriteText(victim, "secret", 0600);
   const std::string path = dir + "/trace.json";
@@ -83,7 +62,7 @@ TEST_CASE("A link planted where a trace's temporary used to be is never followed
 }
 
 TEST_CASE("A trace path that is not a regular file is refused and left as it was", "[tracer]") {
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
   const std::string path = dir + "/trace.json";
   const TraceInput input = gpuprio_test::Scenario();
 
@@ -96,7 +75,7 @@ TEST_CASE("A trace path that is not a regular file is refused and left as it was
     CHECK(Mentions(status, "is a symbolic link"));
     CHECK(S_ISLNK(ModeOf(path)));
     CHECK(Contents(target) == "kept");
-    CHECK(Entries(dir) == std::vector<std::string>{"target", "trace.json"});
+    CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"target", "trace.json"});
   }
   SECTION("a FIFO (as /dev/null is a device): it stays a FIFO") {
     REQUIRE(mkfifo(path.c_str(), 0600) == 0);
@@ -104,7 +83,7 @@ TEST_CASE("A trace path that is not a regular file is refused and left as it was
     CHECK_FALSE(status.ok());
     CHECK(Mentions(status, "is a FIFO"));
     CHECK(S_ISFIFO(ModeOf(path)));
-    CHECK(Entries(dir) == std::vector<std::string>{"trace.json"});
+    CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});
   }
   SECTION("a directory") {
     REQUIRE(mkdir(path.c_str(), 0700) == 0);
@@ -124,7 +103,7 @@ TEST_CASE("A trace path that is not a regular file is refused and left as it was
 
 TEST_CASE("An existing trace file keeps its mode; a new one gets 0644 minus the umask",
           "[tracer]") {
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
   const TraceInput input = gpuprio_test::Scenario();
   const mode_t old_umask = umask(002);
   const std::string kept = dir + "/kept.json";
@@ -141,7 +120,7 @@ TEST_CASE("An existing trace file keeps its mode; a new one gets 0644 minus the 
 }
 
 TEST_CASE("A write that fails leaves the old trace and no temporary", "[tracer]") {
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
   const std::string path = dir + "/trace.json";
   const std::string old_trace = ChromeTraceJson(TraceInput{});
   WriteText(path, old_trace, 0644);
@@ -159,7 +138,7 @@ TEST_CASE("A write that fails leaves the old trace and no temporary", "[tracer]"
     const absl::Status status = WriteFileReplacing(path, [&](std::FILE* file) {
       std::fputs("{}", file);
       RemovePendingTemporary();
-      during = Entries(dir);
+      during = gpuprio_test::DirectoryEntries(dir);
       return absl::OkStatus();
     });
     CHECK_FALSE(status.ok());
@@ -167,18 +146,18 @@ TEST_CASE("A write that fails leaves the old trace and no temporary", "[tracer]"
   }
   CHECK(Contents(path) == old_trace);
   CHECK(nlohmann::json::parse(Contents(path)).is_object());
-  CHECK(Entries(dir) == std::vector<std::string>{"trace.json"});
+  CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});
 }
 
 TEST_CASE("The temporary is private, hidden and beside the trace while it is written",
           "[tracer]") {
-  const std::string dir = FreshDirectory();
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
   const std::string path = dir + "/trace.json";
   WriteText(path, "old", 0640);
   std::vector<std::string> during;
   mode_t temporary_mode = 0;
   REQUIRE(WriteFileReplacing(path, [&](std::FILE* file) {
-            during = Entries(dir);
+            during = gpuprio_test::DirectoryEntries(dir);
             struct stat st;
             if (fstat(fileno(file), &st) == 0) temporary_mode = st.st_mode & 07777;
             std::fputs("{}", file);
