@@ -37,10 +37,15 @@
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/append_log.h"
+#include "tests/scheduler/client_support.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
 using fake_client::Fail;
+using sched_client::Alloc;
+using sched_client::NowNs;
+using sched_client::ReadBack;
+using sched_client::SetThreadPriority;
 
 namespace {
 
@@ -48,47 +53,12 @@ CUmodule g_module = nullptr;
 CUcontext g_ctx = nullptr;
 
 void Init() {
-  CheckCu(cuInit(0), "cuInit");
-  CUdevice dev;
-  CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CheckCu(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
-  CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
-  static const char kImage[] = "fake module image";
-  CheckCu(cuModuleLoadData(&g_module, kImage), "cuModuleLoadData");
+  const sched_client::Driver driver = sched_client::InitDriver();
+  g_ctx = driver.ctx;
+  g_module = driver.module;
 }
 
-CUfunction Function(const char* name) {
-  CUfunction f;
-  CheckCu(cuModuleGetFunction(&f, g_module, name), name);
-  return f;
-}
-
-CUdeviceptr Alloc(size_t bytes) {
-  CUdeviceptr p;
-  CheckCu(cuMemAlloc(&p, bytes), "cuMemAlloc");
-  CheckCu(cuMemsetD8(p, 0, bytes), "cuMemsetD8");
-  return p;
-}
-
-std::vector<uint32_t> ReadBack(CUdeviceptr p, size_t count) {
-  std::vector<uint32_t> v(count);
-  CheckCu(cuMemcpyDtoH(v.data(), p, count * 4), "cuMemcpyDtoH");
-  return v;
-}
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// gpuprio's C API through dlsym, so the client also runs without the library.
-void SetThreadPriority(int priority) {
-  using Fn = int (*)(int);
-  if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority"))) {
-    Check(fn(priority) == 0, "gpuprio_set_thread_priority");
-  }
-}
+CUfunction Function(const char* name) { return sched_client::Function(g_module, name); }
 
 int Stress() {
   Init();
@@ -233,7 +203,7 @@ int Priority() {
   low.join();
   // Let some low-priority work reach the device first.
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  uint64_t submit_ns = 0, done_ns = 0;
+  int64_t submit_ns = 0, done_ns = 0;
   std::thread high([&] {
     CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent (high)");
     SetThreadPriority(1);

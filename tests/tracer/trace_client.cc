@@ -23,6 +23,7 @@
 #include <string>
 
 #include "tests/fake_cuda/clients/client_check.h"
+#include "tests/scheduler/client_support.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
@@ -30,20 +31,12 @@ using fake_client::Fail;
 
 namespace {
 
-CUcontext g_ctx = nullptr;
 CUfunction g_empty = nullptr;
 CUstream g_stream = nullptr;
 
 void Init() {
-  CheckCu(cuInit(0), "cuInit");
-  CUdevice dev;
-  CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CheckCu(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
-  CheckCu(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
-  static const char kImage[] = "fake module image";
-  CUmodule module;
-  CheckCu(cuModuleLoadData(&module, kImage), "cuModuleLoadData");
-  CheckCu(cuModuleGetFunction(&g_empty, module, "empty"), "cuModuleGetFunction");
+  const sched_client::Driver driver = sched_client::InitDriver();
+  g_empty = sched_client::Function(driver.module, "empty");
   CheckCu(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 }
 
