@@ -3,6 +3,7 @@
 #ifndef GPUPRIO_TESTS_STDERR_CAPTURE_H_
 #define GPUPRIO_TESTS_STDERR_CAPTURE_H_
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +18,9 @@ class StderrCapture {
     std::fflush(stderr);
     saved_ = dup(STDERR_FILENO);
     file_ = memfd_create("stderr_capture", 0);
+    // Appending writes: some kernels (gVisor among them) do not serialise the shared file offset,
+    // so concurrent write(2)s without O_APPEND can land on the same offset and a line is lost.
+    fcntl(file_, F_SETFL, O_APPEND);
     dup2(file_, STDERR_FILENO);
   }
   ~StderrCapture() { Restore(); }
