@@ -1,10 +1,15 @@
 #include "hook/config.h"
 
+#include <grp.h>
+
+#include <string>
+
 #include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "scheduler/coordinator/segment_name.h"
 
 namespace gpuprio::hook {
 
@@ -28,6 +33,20 @@ std::optional<int> ParsePriority(absl::string_view text) {
   int number = 0;
   if (!absl::SimpleAtoi(value, &number) || number < -100 || number > 100) return std::nullopt;
   return number;
+}
+
+std::optional<int64_t> ResolveGroup(absl::string_view text) {
+  const std::string name(absl::StripAsciiWhitespace(text));
+  if (name.empty()) return std::nullopt;
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(name, &number)) return number;
+  struct group entry;
+  struct group* found = nullptr;
+  char buffer[16384];
+  if (getgrnam_r(name.c_str(), &entry, buffer, sizeof(buffer), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(found->gr_gid);
 }
 
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
@@ -69,6 +88,26 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000, "an integer number of milliseconds",
                   "using the default (30000)", &exit_timeout_ms);
   config.exit_timeout_ns = static_cast<uint64_t>(exit_timeout_ms) * 1'000'000;
+  env.ReadChoice<bool>("GPUPRIO_COORDINATE", {{"1", true}, {"0", false}},
+                       "using the default (1)", &config.coordinate);
+  if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_DOMAIN")) {
+    if (coordinator::ValidDomain(*text)) {
+      config.domain = std::string(*text);
+    } else {
+      env.Reject("GPUPRIO_DOMAIN", "1 to 64 characters of A-Z a-z 0-9 _ . -",
+                 "no coordination with other processes");
+      config.coordinate = false;
+    }
+  }
+  if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_SHARE_GROUP")) {
+    if (const std::optional<int64_t> gid = ResolveGroup(*text)) {
+      config.share_gid = *gid;
+    } else {
+      env.Reject("GPUPRIO_SHARE_GROUP", "the name or number of an existing group",
+                 "no coordination with other processes");
+      config.coordinate = false;
+    }
+  }
   return {config, env.TakeProblems()};
 }
 

@@ -34,15 +34,25 @@ struct Config {
   // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
   // queued work is abandoned.
   uint64_t exit_timeout_ns = 30'000'000'000;
+  // Across processes (docs/coordinator.md). GPUPRIO_COORDINATE: 1 | 0. GPUPRIO_DOMAIN: the group
+  // of processes that coordinate, [A-Za-z0-9_.-]{1,64}. GPUPRIO_SHARE_GROUP: a group name or gid
+  // whose members' processes coordinate (segment mode 0660), instead of this user's only (0600).
+  // A bad domain or group turns coordination off: joining a group other than the one meant
+  // would hold back (or be held back by) strangers.
+  bool coordinate = true;
+  std::string domain = "default";
+  int64_t share_gid = -1;
 };
 
 // "low" / "normal" / "high" or an integer in [-100, 100]; nullopt otherwise.
 std::optional<int> ParsePriority(absl::string_view text);
 
+// A group name or number (GPUPRIO_SHARE_GROUP) as a gid; nullopt if there is no such group name.
+std::optional<int64_t> ResolveGroup(absl::string_view text);
+
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
 // debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE, GPUPRIO_MAX_QUEUED and GPUPRIO_EXIT_TIMEOUT_MS
-// through
-// `getenv` by env_reader.h's rule. A bad GPUPRIO_MODE gives passthrough; any other bad value gives
+// GPUPRIO_COORDINATE, GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad GPUPRIO_MODE gives passthrough; any other bad value gives
 // that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 

@@ -39,6 +39,7 @@ void MarkThreadAsDriver() { ++t_thread_state.driver_call_depth; }
 void StopDispatchersAtExit() {
   if (scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
     s->StopDispatchers(/*bounded=*/true);
+    s->LeaveSharedSegments();
     // Every op is issued: the trace is complete (the tracer flushes CUPTI while the driver lives).
     tracer::FinishTracerAtExit();
   }
@@ -63,6 +64,7 @@ void CreateScheduler() {
   d.event_elapsed_time = DriverHelper<HelperId::k_cuEventElapsedTime>();
   d.event_destroy =
       reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
+  d.device_get_uuid = DriverHelper<HelperId::k_cuDeviceGetUuid>();
   d.on_dispatcher_thread_start = &MarkThreadAsDriver;
   if (!d.Complete()) {
     Log(LogLevel::kError,
@@ -75,6 +77,9 @@ void CreateScheduler() {
   options.direct_issue = config.direct_issue;
   options.max_queued_per_stream = config.max_queued;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
+  options.coordinate = config.coordinate;
+  options.segment.domain = config.domain;
+  options.segment.share_gid = config.share_gid;
   // A kernel never measured counts as a whole budget: one at a time until it has a history.
   options.default_estimate_ns = config.budget_ns;
   // The tracer (GPUPRIO_TRACE), or the Kineto id carrier when libcupti is loaded, or none. Never

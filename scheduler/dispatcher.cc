@@ -32,17 +32,24 @@ void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
 
 constexpr int kNoPriority = std::numeric_limits<int>::min();
 
+// The shared segment's layout carries the priority range: the two must agree.
+static_assert(coordinator::kLowestPriority == kMinPriority);
+static_assert(coordinator::kHighestPriority == kMaxPriority);
+static_assert(coordinator::kNoPriority < kMinPriority);
+
 }  // namespace
 
 Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
                        const SchedulerOptions& options, PriorityLevels* levels,
-                       OpObserver* observer)
+                       OpObserver* observer,
+                       std::unique_ptr<coordinator::GpuCoordinator> coordinator)
     : device_(device),
       driver_(driver),
       options_(options),
       levels_(levels),
       observer_(observer),
       observer_wants_timings_(observer != nullptr && observer->WantsTimings()),
+      coordinator_(std::move(coordinator)),
       estimates_(options.default_estimate_ns) {
   Start();
 }
@@ -74,11 +81,11 @@ void Dispatcher::Submit(Op* op) {
   const uint64_t submitted = s->submitted.fetch_add(1, std::memory_order_seq_cst) + 1;
   levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
   levels_->NoteSubmit(op->priority, op->submit_ns);
+  // Other processes see the level active before the op can be issued (the dispatcher withdraws
+  // it only once the op is counted, issued and complete).
+  if (coordinator_ != nullptr) coordinator_->NoteSubmit(op->priority, op->submit_ns);
   inbox_.Push(op);  // `op` belongs to the dispatcher from here on
-  if (parked_.load(std::memory_order_seq_cst)) {
-    absl::MutexLock lock(&mu_);
-    wake_cv_.Signal();
-  }
+  if (parked_.load(std::memory_order_seq_cst)) Wake();
   const uint64_t target = BackpressureWaitTarget(
       submitted, s->issued.load(std::memory_order_acquire), options_.max_queued_per_stream);
   if (target != 0) {
@@ -87,7 +94,12 @@ void Dispatcher::Submit(Op* op) {
   }
 }
 
-void Dispatcher::NoteDirect(StreamState* stream, int priority) {
+void Dispatcher::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_cv_.Signal();
+}
+
+void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
   int recorded = stream->direct_priority.load(std::memory_order_relaxed);
   while (priority > recorded &&
          !stream->direct_priority.compare_exchange_weak(recorded, priority,
@@ -95,13 +107,21 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority) {
   }
   // The flag is cleared by the dispatcher before it records its mark, so work issued after the
   // mark sets it again and is listed again; work issued before is covered by the mark.
-  if (stream->direct_unmarked.load(std::memory_order_acquire)) return;
-  if (stream->direct_unmarked.exchange(true, std::memory_order_acq_rel)) return;
-  StreamState* head = direct_head_.load(std::memory_order_relaxed);
-  do {
-    stream->direct_next = head;
-  } while (!direct_head_.compare_exchange_weak(head, stream, std::memory_order_release,
-                                               std::memory_order_relaxed));
+  if (!stream->direct_unmarked.load(std::memory_order_seq_cst) &&
+      !stream->direct_unmarked.exchange(true, std::memory_order_seq_cst)) {
+    StreamState* head = direct_head_.load(std::memory_order_relaxed);
+    do {
+      stream->direct_next = head;
+    } while (!direct_head_.compare_exchange_weak(head, stream, std::memory_order_seq_cst,
+                                                 std::memory_order_relaxed));
+  }
+  if (coordinator_ != nullptr) {
+    coordinator_->CountDirect();
+    // Published again after the listing: the dispatcher may have withdrawn the level between the
+    // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
+    // the level after it lists (all seq_cst), so one of the two sees the other.
+    coordinator_->NoteSubmit(priority, now_ns);
+  }
 }
 
 void Dispatcher::AdoptDirectWork() {
@@ -173,6 +193,7 @@ void Dispatcher::Run() {
     if (direct_head_.load(std::memory_order_relaxed) != nullptr) AdoptDirectWork();
     if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
     const bool completed = !tracking_.empty() && PollCompletions() > 0;
+    if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/false);
     bool issued = false;
     while (IssueNext()) issued = true;
     if (issued || completed) last_progress_ns_ = SteadyNowNs();
@@ -193,6 +214,7 @@ void Dispatcher::Run() {
         continue;
       }
       MarkAllUncovered();
+      if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/true);
       WaitWhileHeld(&held_rounds, &held_backoff_ns);
       continue;
     }
@@ -208,6 +230,10 @@ void Dispatcher::Run() {
     // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
     // driver.
     MarkAllUncovered();
+    if (coordinator_ != nullptr) {
+      ParkIdle(&held_rounds, &held_backoff_ns);
+      continue;  // idle_since stays: the spin is not repeated after every poll
+    }
     Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
     idle_since = -1;
   }
@@ -233,6 +259,66 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/false);
 }
 
+void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
+  const int64_t now = SteadyNowNs();
+  PublishToPeers(now, /*held=*/false);
+  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent()) {
+    // Other processes wait on this work: its end is polled (sleeps growing to 500 us), so the
+    // level is withdrawn soon after the GPU finishes it.
+    constexpr int64_t kMinPollNs = 20'000;
+    constexpr int64_t kMaxPollNs = 500'000;
+    ++*rounds;
+    *backoff_ns = std::min(kMaxPollNs, std::max(kMinPollNs, *backoff_ns * 2));
+    Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/true);
+    return;
+  }
+  // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
+  // while work of this process is still in flight).
+  *rounds = 0;
+  *backoff_ns = 0;
+  Park(absl::Seconds(1), /*wake_for_released_streams=*/true);
+}
+
+int Dispatcher::HighestLocalActive() const {
+  int highest = coordinator::kNoPriority;
+  for (const LevelCounts& c : counts_) {
+    if (c.pending > 0 || c.in_flight_ops > 0) highest = std::max(highest, c.priority);
+  }
+  return highest;
+}
+
+void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
+  constexpr int64_t kMaintainIntervalNs = 10'000'000;
+  coordinator_->Maintain(now_ns, kMaintainIntervalNs);
+  const int local = HighestLocalActive();
+  const int published = coordinator_->Active();
+  if (local < published) {
+    coordinator_->SetActive(local);
+    // Work a client published but this thread has not counted yet (still in the inbox, or
+    // issued directly and not adopted) keeps the level up until the next round counts it: the
+    // client raised the level before its seq_cst increment of queued_ or listing in direct_head_,
+    // and this thread reads both after its seq_cst withdrawal.
+    int64_t pending = 0;
+    for (const LevelCounts& c : counts_) pending += c.pending;
+    if (queued_.load(std::memory_order_seq_cst) > pending ||
+        direct_head_.load(std::memory_order_seq_cst) != nullptr) {
+      coordinator_->RaiseActive(published);
+    }
+  } else if (local > published) {
+    coordinator_->RaiseActive(local);
+  }
+  int64_t pending_ops = 0, pending_ns = 0, in_flight_ops = 0, in_flight_ns = 0;
+  for (const LevelCounts& c : counts_) {
+    pending_ops += c.pending;
+    pending_ns += c.pending_ns;
+    in_flight_ops += c.in_flight_ops;
+    in_flight_ns += c.in_flight_ns;
+  }
+  coordinator_->PublishQueue(pending_ops, pending_ns);
+  coordinator_->PublishInFlight(in_flight_ops, in_flight_ns);
+  coordinator_->SetHeld(held, now_ns);
+}
+
 void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams) {
   parked_.store(true, std::memory_order_seq_cst);
   {
@@ -253,7 +339,7 @@ void Dispatcher::AbandonPending() {
   int64_t abandoned = 0;
   for (StreamQueue* q : active_) {
     for (Op* op : q->pending) {
-      AdjustPending(op->priority, -1);
+      AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
       CountIssued(op);
       ++abandoned;
     }
@@ -276,18 +362,20 @@ bool Dispatcher::DrainInbox() {
     q.state = op->stream;
     if (q.pending.empty()) active_.push_back(&q);
     q.pending.push_back(op);
-    AdjustPending(op->priority, +1);
+    op->queued_estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+    AdjustPending(op->priority, +1, static_cast<int64_t>(op->queued_estimate_ns));
   }
   return any;
 }
 
-void Dispatcher::AdjustPending(int priority, int delta) {
+void Dispatcher::AdjustPending(int priority, int delta, int64_t delta_ns) {
   LevelCounts* counts = nullptr;
   for (LevelCounts& c : counts_) {
     if (c.priority == priority) counts = &c;
   }
-  if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0});
+  if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0, 0});
   counts->pending += delta;
+  counts->pending_ns += delta_ns;
   if (observer_wants_timings_) {
     observer_->OnQueueState(device_, priority, counts->pending,
                             BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
@@ -306,7 +394,7 @@ void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_n
       return;
     }
   }
-  counts_.push_back({priority, 0, delta_ops, delta_ns});
+  counts_.push_back({priority, 0, delta_ops, delta_ns, 0});
 }
 
 int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
@@ -386,9 +474,18 @@ bool Dispatcher::IssueNext() {
   Op* op = q->pending.front();
   if (!inherited) {
     const int64_t now = SteadyNowNs();
-    const int ceiling = Ceiling(now);
-    const AdmissionSnapshot snapshot{HighestActiveExcept(q), ceiling,
-                                     BelowCeilingInFlightNs(ceiling), options_.budget_ns};
+    int ceiling = Ceiling(now);
+    int highest = HighestActiveExcept(q);
+    if (coordinator_ != nullptr) {
+      // Other processes' levels count as this process's own: a more important level active
+      // anywhere on the GPU holds this op; one submitting recently puts it on the budget.
+      const coordinator::PeerState peers =
+          coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
+      highest = std::max(highest, peers.highest_active);
+      ceiling = std::max(ceiling, peers.ceiling);
+    }
+    const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling),
+                                     options_.budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
   }
@@ -398,7 +495,7 @@ bool Dispatcher::IssueNext() {
 
 void Dispatcher::Issue(StreamQueue* q, Op* op) {
   q->pending.pop_front();
-  AdjustPending(op->priority, -1);
+  AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
   StreamState* s = op->stream;
   // An op runs in its own context or not at all: issued after a failed switch it would run in
@@ -411,6 +508,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
   level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
   AtomicMax(level.queue_delay_ns_max, delay);
   level.ops_issued.fetch_add(1, std::memory_order_relaxed);
+  if (coordinator_ != nullptr) coordinator_->CountDispatched(delay);
 
   // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
   // (host time from issue to observed completion would include the dispatcher's idle time).

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scheduler/admission_policy.h"
+#include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
 #include "scheduler/op.h"
@@ -35,14 +37,28 @@ namespace gpuprio::scheduler {
 
 class Dispatcher {
  public:
-  // `observer` (may be null) must outlive the dispatcher.
+  // `observer` (may be null) must outlive the dispatcher. `coordinator` (may be null): this
+  // process's slot in the GPU's shared segment, through which other processes' levels take part
+  // in admission (docs/coordinator.md).
   Dispatcher(int device, const DriverFunctions& driver, const SchedulerOptions& options,
-             PriorityLevels* levels, OpObserver* observer);
+             PriorityLevels* levels, OpObserver* observer,
+             std::unique_ptr<coordinator::GpuCoordinator> coordinator = nullptr);
   ~Dispatcher();  // stops the thread; ops still queued are issued first
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
   int device() const { return device_; }
+  coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
+
+  // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
+  // other processes sharing the GPU, and wakes a parked dispatcher when a burst begins so that
+  // the work's completion is watched (and published) while other processes wait on it.
+  void PublishDirect(int priority) {
+    if (coordinator_ != nullptr && coordinator_->RaiseActive(priority) &&
+        coordinator_->PeersPresent()) {
+      Wake();
+    }
+  }
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
   // parked dispatcher. Blocks only when the stream has more than max_queued_per_stream unissued
@@ -56,7 +72,7 @@ class Dispatcher {
   // Client, after it issued an op of `priority` on `stream` itself: the dispatcher will treat
   // that work as in flight (lower priorities hold back) until a completion mark it puts behind it
   // has completed. Lock-free; no allocation.
-  void NoteDirect(StreamState* stream, int priority);
+  void NoteDirect(StreamState* stream, int priority, int64_t now_ns);
 
   // Client: blocks until `stream` has issued at least `count` ops (or, with `unless_stopping`,
   // until the dispatcher is stopping).
@@ -107,6 +123,14 @@ class Dispatcher {
   };
 
   void Run();
+  void Wake();
+  // With a coordinator: the other processes see this process's active level, queue and
+  // in-flight work; a level that is no longer active is withdrawn here.
+  void PublishToPeers(int64_t now_ns, bool held);
+  int HighestLocalActive() const;
+  // Parks while nothing is queued. With a coordinator, work still in flight is polled (its end is
+  // what other processes wait for) and the heartbeat keeps beating.
+  void ParkIdle(int* rounds, int64_t* backoff_ns);
   // Held back by the policy: a short spin, then sleeps of growing length (up to
   // options.max_held_sleep_ns) that new work cuts short.
   void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
@@ -133,7 +157,7 @@ class Dispatcher {
   int HighestActiveExcept(const StreamQueue* q) const;
   int Ceiling(int64_t now_ns) const;
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
-  void AdjustPending(int priority, int delta);
+  void AdjustPending(int priority, int delta, int64_t delta_ns);
   void AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns);
 
   const int device_;
@@ -142,6 +166,8 @@ class Dispatcher {
   PriorityLevels* const levels_;
   OpObserver* const observer_;
   const bool observer_wants_timings_;
+
+  const std::unique_ptr<coordinator::GpuCoordinator> coordinator_;
 
   OpInbox inbox_;
   // Ops submitted and not yet issued (the fast path's test).
@@ -189,6 +215,7 @@ class Dispatcher {
     int64_t pending;
     int64_t in_flight_ops;
     int64_t in_flight_ns;
+    int64_t pending_ns;
   };
   std::vector<LevelCounts> counts_;
   DurationEstimator estimates_;

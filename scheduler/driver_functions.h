@@ -19,6 +19,8 @@ struct DriverFunctions {
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  // Optional: without it there is no coordination across processes (the GPU's UUID names it).
+  CUresult (*device_get_uuid)(CUuuid*, CUdevice) = nullptr;
   // Called first on every dispatcher thread: the hook marks the thread as the driver's own, so
   // calls the real driver makes into exported cu* names are never intercepted there.
   void (*on_dispatcher_thread_start)() = nullptr;

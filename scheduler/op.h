@@ -39,6 +39,7 @@ struct Op {
   // Set by the scheduler.
   uint64_t seq = 0;        // process-wide submission order
   uint64_t stream_index = 0;  // 1-based position in its stream (StreamState::submitted after it)
+  uint64_t queued_estimate_ns = 0;  // its estimate when the dispatcher queued it (statistics)
 
   // Argument storage. `args` holds the call's by-value arguments (a std::tuple placed there by
   // the hook); `data` holds deep copies of what they point to (kernel parameters, configs).

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "scheduler/coordinator/device_segment.h"
+
 namespace gpuprio::scheduler {
 
 struct SchedulerOptions {
@@ -38,6 +40,11 @@ struct SchedulerOptions {
   // While the policy holds work back the dispatcher polls for completions with sleeps that grow
   // to this length: the most a completion is noticed late (the budget keeps more queued).
   uint64_t max_held_sleep_ns = 200'000;
+  // Across processes (GPUPRIO_COORDINATE): each dispatcher takes a slot in its GPU's shared
+  // segment, so processes sharing the GPU see each other's levels. Off here (unit tests build
+  // schedulers freely); the library turns it on.
+  bool coordinate = false;
+  coordinator::SegmentOptions segment;  // GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
 };
 
 }  // namespace gpuprio::scheduler

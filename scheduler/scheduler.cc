@@ -1,6 +1,10 @@
 #include "scheduler/scheduler.h"
 
+#include <cstring>
+#include <string>
+
 #include "absl/strings/str_format.h"
+#include "scheduler/coordinator/segment_name.h"
 #include "scheduler/base/clock.h"
 #include "scheduler/base/logging.h"
 #include "scheduler/base/tls.h"
@@ -106,10 +110,39 @@ Dispatcher* Scheduler::DispatcherForCurrentContext() {
   if (driver_.ctx_get_device(&device) != CUDA_SUCCESS) return nullptr;
   auto it = dispatchers_.find(device);
   if (it != dispatchers_.end()) return it->second.get();
-  auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_, observer_);
+  auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_, observer_,
+                                                 AttachCoordinator(device));
   Dispatcher* raw = dispatcher.get();
   dispatchers_.emplace(device, std::move(dispatcher));
   return raw;
+}
+
+std::unique_ptr<coordinator::GpuCoordinator> Scheduler::AttachCoordinator(CUdevice device) {
+  if (!options_.coordinate) return nullptr;
+  CUuuid uuid;
+  if (driver_.device_get_uuid == nullptr || driver_.device_get_uuid(&uuid, device) != CUDA_SUCCESS) {
+    Logf(LogLevel::kWarning,
+         "cannot read the UUID of GPU %d: no coordination with other processes on it; this "
+         "process schedules its own work only",
+         static_cast<int>(device));
+    return nullptr;
+  }
+  uint8_t bytes[16];
+  static_assert(sizeof(bytes) == sizeof(uuid.bytes));
+  std::memcpy(bytes, uuid.bytes, sizeof(bytes));
+  absl::StatusOr<std::unique_ptr<coordinator::GpuCoordinator>> c =
+      coordinator::GpuCoordinator::Attach(options_.segment, bytes, options_.default_priority);
+  if (!c.ok()) {
+    Logf(LogLevel::kWarning,
+         "no coordination with other processes on GPU %d (%s): %s; this process schedules its "
+         "own work only",
+         static_cast<int>(device), coordinator::UuidString(bytes).c_str(),
+         std::string(c.status().message()).c_str());
+    return nullptr;
+  }
+  Logf(LogLevel::kInfo, "GPU %d: slot %u of /dev/shm%s", static_cast<int>(device),
+       (*c)->slot_index(), (*c)->segment().name().c_str());
+  return *std::move(c);
 }
 
 StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool legacy) {
@@ -163,21 +196,33 @@ void Scheduler::Submit(Op* op) {
   op->stream->dispatcher->Submit(op);
 }
 
-bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) const {
+bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) {
   if (!options_.direct_issue || priority < options_.unbudgeted_priority) return false;
-  if (!stream->dispatcher->Idle()) return false;
+  Dispatcher* dispatcher = stream->dispatcher;
+  if (!dispatcher->Idle()) return false;
   // Nothing above this level was ever seen: the common case costs no clock read.
-  if (priority >= levels_.MaxSeen()) return true;
-  return priority >=
-         levels_.Ceiling(options_.unbudgeted_priority, CoarseNowNs(), options_.ceiling_window_ns);
+  if (priority < levels_.MaxSeen() &&
+      priority < levels_.Ceiling(options_.unbudgeted_priority, CoarseNowNs(),
+                                 options_.ceiling_window_ns)) {
+    return false;
+  }
+  if (coordinator::GpuCoordinator* c = dispatcher->coordinator()) {
+    if (!c->PeersAllowDirect(priority, CoarseNowNs(), options_.ceiling_window_ns,
+                             options_.unbudgeted_priority)) {
+      return false;
+    }
+    dispatcher->PublishDirect(priority);
+  }
+  return true;
 }
 
 void Scheduler::NoteDirect(StreamState* stream, int priority) {
   PriorityLevelStats& level = levels_.At(priority);
   level.ops_inline.fetch_add(1, std::memory_order_relaxed);
   // Keeps this level's ceiling window alive: lower levels stay on their budget while it runs.
-  levels_.NoteSubmit(priority, CoarseNowNs());
-  stream->dispatcher->NoteDirect(stream, priority);
+  const int64_t now = CoarseNowNs();
+  levels_.NoteSubmit(priority, now);
+  stream->dispatcher->NoteDirect(stream, priority, now);
 }
 
 void Scheduler::WaitStream(StreamState* stream) {
@@ -270,6 +315,13 @@ void Scheduler::StopDispatchers(bool bounded) {
   stopped_.store(true, std::memory_order_release);
   absl::MutexLock lock(&mu_);
   for (auto& [device, d] : dispatchers_) d->Stop(bounded);
+}
+
+void Scheduler::LeaveSharedSegments() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [device, d] : dispatchers_) {
+    if (d->coordinator() != nullptr) d->coordinator()->Release();
+  }
 }
 
 void Scheduler::StartDispatchers() {

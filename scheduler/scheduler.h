@@ -59,8 +59,10 @@ class Scheduler {
   // anyway — nothing submitted to its device is unissued, and `priority` is at the ceiling (no
   // more important level active, so the op is on no budget) — and the calling thread may issue
   // it itself, saving the copy, the hand-off and the dispatcher's issue rate limit. Lock-free:
-  // a few atomic loads. The caller issues the real call, then calls NoteDirect.
-  bool MayIssueDirect(const StreamState* stream, int priority) const;
+  // a few atomic loads. With other processes on the GPU (coordinator), also only while none of
+  // them has a more important level active, and the level is published to them before this
+  // returns true. The caller issues the real call, then calls NoteDirect.
+  bool MayIssueDirect(const StreamState* stream, int priority);
   void NoteDirect(StreamState* stream, int priority);
 
   // Block until every op submitted so far to the stream / context / process has been issued.
@@ -111,6 +113,9 @@ class Scheduler {
   // (SchedulerOptions::stop_stall_timeout_ns). fork() needs neither: see hook/scheduler_bridge.cc.
   void StopDispatchers(bool bounded = false);
   void StartDispatchers();
+  // At exit, after StopDispatchers: this process leaves the GPUs' shared segments (its slots are
+  // freed for others at once rather than when a peer notices it is gone).
+  void LeaveSharedSegments();
 
   // The calling thread's priority setting (kPriorityUnset when none).
   static void SetThreadPriority(int priority);
@@ -131,6 +136,9 @@ class Scheduler {
   // A created stream already known, by its handle alone (a linear search: failure paths only).
   StreamState* FindByHandle(CUstream stream);
   Dispatcher* DispatcherForCurrentContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This process's slot in the GPU's shared segment (null: coordination off or unavailable; the
+  // reason is logged once).
+  std::unique_ptr<coordinator::GpuCoordinator> AttachCoordinator(CUdevice device);
   std::vector<StreamState*> Streams(CUcontext context, bool legacy_only);
 
   const SchedulerOptions options_;

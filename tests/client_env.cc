@@ -1,9 +1,36 @@
 #include "tests/client_env.h"
 
+#include <dirent.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace gpuprio_test {
+namespace {
+
+// Removes the shared segments of this test's domain (TestDomain) when the test process ends.
+void RemoveTestSegments() {
+  const std::string marker = absl::StrCat("-", TestDomain(), "-");
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    const absl::string_view name = e->d_name;
+    if (absl::StartsWith(name, "gpuprio-") && absl::StrContains(name, marker)) {
+      shm_unlink(absl::StrCat("/", name).c_str());
+    }
+  }
+  closedir(dir);
+}
+
+}  // namespace
+
+std::string TestDomain() { return absl::StrCat("test-", getpid()); }
 
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
   absl::StatusOr<std::string> fake = Runfile("tests/fake_cuda/libcuda.so.1");
@@ -22,6 +49,15 @@ absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
     if (!lib.ok()) return lib.status();
     env.push_back({"LD_PRELOAD", *lib});
     env.push_back({"GPUPRIO_MODE", mode});
+  }
+  // Test processes coordinate only among themselves: concurrent tests must not hold each other
+  // back through the default domain's segment.
+  bool domain_given = false;
+  for (const auto& e : extra) domain_given |= e.first == "GPUPRIO_DOMAIN";
+  if (!domain_given) {
+    static const bool cleanup_registered = (std::atexit(RemoveTestSegments), true);
+    (void)cleanup_registered;
+    env.push_back({"GPUPRIO_DOMAIN", TestDomain()});
   }
   for (auto& e : extra) env.push_back(std::move(e));
   return env;

@@ -17,11 +17,18 @@ namespace gpuprio_test {
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // LD_LIBRARY_PATH to the fake libcuda.so.1; with a non-empty `mode`, LD_PRELOAD=libgpuprio.so
-// and GPUPRIO_MODE=mode; then `extra`. Fails if a runfile is missing.
+// and GPUPRIO_MODE=mode; GPUPRIO_DOMAIN=TestDomain() unless `extra` sets it (its segments are
+// removed when the test process exits); then `extra`. Fails if a runfile is missing.
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra = {});
+
+// The coordination domain of this test process's clients: "test-<pid>".
+std::string TestDomain();
 
 // Every key=value token of `text` whose value is an integer.
 std::map<std::string, long> IntValues(const std::string& text);
+
+// The coordination domain of this test process's clients: "test-<pid>".
+std::string TestDomain();
 
 // Every key=value token of `text`, the value up to the next space.
 std::map<std::string, std::string> StringValues(const std::string& text);

@@ -17,7 +17,8 @@
 
 namespace {
 
-const std::vector<std::string> kPackages = {"hook", "cupti_tracer", "scheduler", "scheduler/base"};
+const std::vector<std::string> kPackages = {"hook", "cupti_tracer", "scheduler", "scheduler/base",
+                                            "scheduler/coordinator"};
 
 std::string ReadRunfile(const std::string& path) {
   auto full = gpuprio_test::Runfile(path);

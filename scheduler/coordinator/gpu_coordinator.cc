@@ -1,0 +1,286 @@
+#include "scheduler/coordinator/gpu_coordinator.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "scheduler/base/clock.h"
+#include "scheduler/base/logging.h"
+
+namespace gpuprio::coordinator {
+namespace {
+
+
+// A value read from another process's slot is trusted only inside the priority range.
+bool ValidPriority(int p) { return p >= kLowestPriority && p <= kHighestPriority; }
+
+constexpr int64_t kSubmitGranularityNs = 1'000'000;
+
+void ReadCommand(char (&out)[32]) {
+  std::memset(out, 0, sizeof(out));
+  const int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, sizeof(out) - 1);
+  close(fd);
+  if (n <= 0) return;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (out[i] == '\n') out[i] = '\0';
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GpuCoordinator>> GpuCoordinator::Attach(
+    const SegmentOptions& options, const uint8_t (&uuid)[16], int default_priority) {
+  absl::StatusOr<std::unique_ptr<DeviceSegment>> segment =
+      DeviceSegment::OpenOrCreate(options, uuid);
+  if (!segment.ok()) return segment.status();
+  auto coordinator = std::unique_ptr<GpuCoordinator>(
+      new GpuCoordinator(*std::move(segment), OwnIdentity(), default_priority));
+  // Slots of processes that died without releasing theirs are freed first: a crashed process
+  // must neither hold this one back nor take the slot it needs.
+  coordinator->ReclaimDeadSlots(base::SteadyNowNs());
+  if (!coordinator->Claim()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "shared segment /dev/shm%s has no free slot (%d processes attached)",
+        coordinator->segment().name(), kSlotCount));
+  }
+  return coordinator;
+}
+
+GpuCoordinator::GpuCoordinator(std::unique_ptr<DeviceSegment> segment, ProcessIdentity self,
+                               int default_priority)
+    : segment_(std::move(segment)), self_(self), default_priority_(default_priority) {}
+
+GpuCoordinator::~GpuCoordinator() { Release(); }
+
+bool GpuCoordinator::Claim() {
+  SegmentHeader& header = segment_->header();
+  const int64_t now = base::SteadyNowNs();
+  for (uint32_t i = 0; i < kSlotCount; ++i) {
+    ProcessSlot& slot = segment_->slot(i);
+    uint64_t word = slot.state_word.load(std::memory_order_acquire);
+    if (SlotWordState(word) != kSlotFree) continue;
+    const uint64_t claimed = SlotWord(SlotWordGeneration(word) + 1, kSlotClaimed);
+    if (!slot.state_word.compare_exchange_strong(word, claimed, std::memory_order_acq_rel)) {
+      continue;
+    }
+    // Everything but the state word is reset: a dead owner's values mean nothing.
+    slot.heartbeat_ns.store(now, std::memory_order_relaxed);
+    slot.pid = self_.pid;
+    slot.start_time_ticks = self_.start_time_ticks;
+    slot.pid_namespace = self_.pid_namespace;
+    slot.default_priority.store(default_priority_, std::memory_order_relaxed);
+    slot.active_priority.store(kNoPriority, std::memory_order_relaxed);
+    slot.max_seen_priority.store(kNoPriority, std::memory_order_relaxed);
+    slot.held.store(0, std::memory_order_relaxed);
+    ReadCommand(slot.command);
+    slot.ops_dispatched.store(0, std::memory_order_relaxed);
+    slot.ops_direct.store(0, std::memory_order_relaxed);
+    slot.queued_ops.store(0, std::memory_order_relaxed);
+    slot.queued_estimated_ns.store(0, std::memory_order_relaxed);
+    slot.in_flight_ops.store(0, std::memory_order_relaxed);
+    slot.in_flight_estimated_ns.store(0, std::memory_order_relaxed);
+    slot.held_ns_total.store(0, std::memory_order_relaxed);
+    for (auto& b : slot.delay_histogram) b.store(0, std::memory_order_relaxed);
+    for (auto& t : slot.level_last_submit_ns) t.store(0, std::memory_order_relaxed);
+    slot_word_ = SlotWord(SlotWordGeneration(claimed), kSlotLive);
+    slot.state_word.store(slot_word_, std::memory_order_release);
+    slot_ = &slot;
+    slot_index_ = i;
+    header.claims.fetch_add(1, std::memory_order_acq_rel);
+    RefreshPeers();
+    return true;
+  }
+  return false;
+}
+
+void GpuCoordinator::RaiseTo(std::atomic<int32_t>& word, int value) {
+  int32_t seen = word.load(std::memory_order_seq_cst);
+  while (value > seen && !word.compare_exchange_weak(seen, value, std::memory_order_seq_cst)) {
+  }
+}
+
+bool GpuCoordinator::RaiseActive(int priority) {
+  if (released_.load(std::memory_order_relaxed)) return false;
+  std::atomic<int32_t>& word = slot_->active_priority;
+  int32_t seen = word.load(std::memory_order_seq_cst);
+  if (priority <= seen) return false;
+  const bool burst_begins = seen == kNoPriority;
+  while (priority > seen && !word.compare_exchange_weak(seen, priority, std::memory_order_seq_cst)) {
+  }
+  return burst_begins;
+}
+
+bool GpuCoordinator::NoteSubmit(int priority, int64_t now_ns) {
+  if (released_.load(std::memory_order_relaxed)) return false;
+  ProcessSlot& slot = *slot_;
+  const bool burst_begins = RaiseActive(priority);
+  std::atomic<int64_t>& last = slot.level_last_submit_ns[priority - kLowestPriority];
+  if (now_ns - last.load(std::memory_order_relaxed) > kSubmitGranularityNs) {
+    last.store(now_ns, std::memory_order_relaxed);
+  }
+  if (priority > slot.max_seen_priority.load(std::memory_order_relaxed)) {
+    RaiseTo(slot.max_seen_priority, priority);
+  }
+  SegmentHeader& header = segment_->header();
+  if (priority > header.priority_high_water.load(std::memory_order_relaxed)) {
+    RaiseTo(header.priority_high_water, priority);
+  }
+  return burst_begins;
+}
+
+void GpuCoordinator::RefreshPeers() const {
+  const uint32_t claims = segment_->header().claims.load(std::memory_order_acquire);
+  uint64_t mask = 0;
+  for (uint32_t i = 0; i < kSlotCount; ++i) {
+    if (i == slot_index_) continue;
+    const uint64_t word = segment_->slot(i).state_word.load(std::memory_order_acquire);
+    if (SlotWordState(word) == kSlotLive) mask |= uint64_t{1} << i;
+  }
+  peer_mask_.store(mask, std::memory_order_relaxed);
+  claims_seen_.store(claims, std::memory_order_release);
+}
+
+void GpuCoordinator::RefreshPeersIfClaimed() const {
+  if (segment_->header().claims.load(std::memory_order_acquire) !=
+      claims_seen_.load(std::memory_order_acquire)) {
+    RefreshPeers();
+  }
+}
+
+PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) const {
+  RefreshPeersIfClaimed();
+  PeerState state;
+  for (uint64_t mask = peer_mask_.load(std::memory_order_relaxed); mask != 0; mask &= mask - 1) {
+    const ProcessSlot& slot = segment_->slot(static_cast<uint32_t>(__builtin_ctzll(mask)));
+    if (SlotWordState(slot.state_word.load(std::memory_order_acquire)) != kSlotLive) continue;
+    if (now_ns - slot.heartbeat_ns.load(std::memory_order_relaxed) > kStaleHeartbeatNs) continue;
+    const int active = slot.active_priority.load(std::memory_order_seq_cst);
+    if (ValidPriority(active) && active > state.highest_active) state.highest_active = active;
+    // The ceiling: from the slot's highest level down to what is already known.
+    int top = slot.max_seen_priority.load(std::memory_order_relaxed);
+    if (!ValidPriority(top)) continue;
+    const int stop = std::max(floor, state.ceiling);
+    for (int p = top; p > stop; --p) {
+      const int64_t t = slot.level_last_submit_ns[p - kLowestPriority].load(std::memory_order_relaxed);
+      if (t != 0 && now_ns - t <= static_cast<int64_t>(window_ns)) {
+        state.ceiling = p;
+        break;
+      }
+    }
+  }
+  return state;
+}
+
+bool GpuCoordinator::PeersAllowDirect(int priority, int64_t now_ns, uint64_t window_ns,
+                                      int floor) const {
+  // The common case for the most important process: nothing anywhere above it, one load.
+  if (priority >= segment_->header().priority_high_water.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  if (peer_mask_.load(std::memory_order_relaxed) == 0 &&
+      segment_->header().claims.load(std::memory_order_relaxed) ==
+          claims_seen_.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  const PeerState peers = Peers(now_ns, window_ns, floor);
+  return priority >= peers.highest_active && priority >= peers.ceiling;
+}
+
+void GpuCoordinator::PublishQueue(int64_t ops, int64_t estimated_ns) {
+  if (slot_->queued_ops.load(std::memory_order_relaxed) != ops) {
+    slot_->queued_ops.store(ops, std::memory_order_relaxed);
+  }
+  if (slot_->queued_estimated_ns.load(std::memory_order_relaxed) != estimated_ns) {
+    slot_->queued_estimated_ns.store(estimated_ns, std::memory_order_relaxed);
+  }
+}
+
+void GpuCoordinator::PublishInFlight(int64_t ops, int64_t estimated_ns) {
+  if (slot_->in_flight_ops.load(std::memory_order_relaxed) != ops) {
+    slot_->in_flight_ops.store(ops, std::memory_order_relaxed);
+  }
+  if (slot_->in_flight_estimated_ns.load(std::memory_order_relaxed) != estimated_ns) {
+    slot_->in_flight_estimated_ns.store(estimated_ns, std::memory_order_relaxed);
+  }
+}
+
+void GpuCoordinator::SetHeld(bool held, int64_t now_ns) {
+  if (held == (held_since_ns_ >= 0)) return;
+  if (held) {
+    held_since_ns_ = now_ns;
+  } else {
+    slot_->held_ns_total.fetch_add(static_cast<uint64_t>(now_ns - held_since_ns_),
+                                   std::memory_order_relaxed);
+    held_since_ns_ = -1;
+  }
+  slot_->held.store(held ? 1 : 0, std::memory_order_relaxed);
+}
+
+void GpuCoordinator::CountDispatched(uint64_t delay_ns) {
+  slot_->ops_dispatched.fetch_add(1, std::memory_order_relaxed);
+  slot_->delay_histogram[DelayBucket(delay_ns)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
+  if (released_.load(std::memory_order_relaxed) || now_ns - last_maintain_ns_ < interval_ns) return;
+  last_maintain_ns_ = now_ns;
+  // Still ours? A process that was stopped for longer than kAbandonedHeartbeatNs in another pid
+  // namespace may have lost its slot. It stops publishing rather than write into another
+  // process's slot (client threads hold no lock that would let it move to a new one safely).
+  if (slot_->state_word.load(std::memory_order_acquire) != slot_word_) {
+    released_.store(true, std::memory_order_relaxed);
+    Logf(LogLevel::kWarning,
+         "this process lost its slot in /dev/shm%s (it was silent for over %d s); it no longer "
+         "coordinates with other processes on this GPU",
+         segment_->name().c_str(), static_cast<int>(kAbandonedHeartbeatNs / 1'000'000'000));
+    return;
+  }
+  slot_->heartbeat_ns.store(now_ns, std::memory_order_relaxed);
+  ReclaimDeadSlots(now_ns);
+  RefreshPeers();
+}
+
+void GpuCoordinator::ReclaimDeadSlots(int64_t now_ns) {
+  for (uint32_t i = 0; i < kSlotCount; ++i) {
+    if (slot_ != nullptr && i == slot_index_) continue;
+    ProcessSlot& slot = segment_->slot(i);
+    uint64_t word = slot.state_word.load(std::memory_order_acquire);
+    const SlotState state = SlotWordState(word);
+    if (state == kSlotFree) continue;
+    const int64_t silent = now_ns - slot.heartbeat_ns.load(std::memory_order_relaxed);
+    bool dead = false;
+    if (state == kSlotLive) {
+      const ProcessIdentity owner{slot.pid, slot.start_time_ticks, slot.pid_namespace};
+      const Liveness liveness = CheckLiveness(owner, self_.pid_namespace);
+      dead = liveness == Liveness::kGone ||
+             (liveness == Liveness::kUnknown && silent > kAbandonedHeartbeatNs);
+    } else {
+      // Claimed but never finished (its claimer died in between), or garbage: free it once old.
+      dead = state != kSlotClaimed || silent > kAbandonedHeartbeatNs;
+    }
+    if (!dead) continue;
+    // Freed only if nobody re-claimed it since it was read (the generation is in the word).
+    // (The header's high-water mark is never lowered: another process may be raising it right
+    // now, and an upper bound is all the fast path needs.)
+    slot.state_word.compare_exchange_strong(word, SlotWord(SlotWordGeneration(word), kSlotFree),
+                                            std::memory_order_acq_rel);
+  }
+}
+
+void GpuCoordinator::Release() {
+  if (released_.load(std::memory_order_relaxed) || slot_ == nullptr) return;
+  released_.store(true, std::memory_order_relaxed);
+  slot_->active_priority.store(kNoPriority, std::memory_order_seq_cst);
+  uint64_t word = slot_word_;
+  slot_->state_word.compare_exchange_strong(
+      word, SlotWord(SlotWordGeneration(slot_word_), kSlotFree), std::memory_order_acq_rel);
+}
+
+}  // namespace gpuprio::coordinator

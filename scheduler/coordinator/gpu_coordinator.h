@@ -1,0 +1,105 @@
+// This process's presence in one GPU's shared segment: its slot (what it publishes: the levels
+// it has active, submit times, queue statistics, a heartbeat) and its view of the other processes
+// (the highest level they have active, the highest that submitted recently). The dispatcher adds
+// that view to its own when it decides what to admit; client threads publish before they issue.
+//
+// Threading: the Note*/Raise*/PeersAllowDirect/CountDirect calls are made by client threads and
+// are lock-free and allocation-free; everything else by the device's dispatcher thread alone.
+#ifndef GPUPRIO_SCHEDULER_COORDINATOR_GPU_COORDINATOR_H_
+#define GPUPRIO_SCHEDULER_COORDINATOR_GPU_COORDINATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "scheduler/coordinator/device_segment.h"
+#include "scheduler/coordinator/process_identity.h"
+#include "scheduler/coordinator/segment_layout.h"
+
+namespace gpuprio::coordinator {
+
+struct PeerState {
+  int highest_active = kNoPriority;  // highest level another process has queued or in flight
+  int ceiling = kNoPriority;         // highest level another process submitted within the window
+};
+
+class GpuCoordinator {
+ public:
+  // A slot in the GPU's segment, claimed for this process. Fails (with a message fit for the
+  // user) when the segment cannot be used or has no free slot.
+  static absl::StatusOr<std::unique_ptr<GpuCoordinator>> Attach(const SegmentOptions& options,
+                                                                const uint8_t (&uuid)[16],
+                                                                int default_priority);
+  ~GpuCoordinator();  // releases the slot
+  GpuCoordinator(const GpuCoordinator&) = delete;
+  GpuCoordinator& operator=(const GpuCoordinator&) = delete;
+
+  // --- Client threads (hot path: a few loads; writes only when a value changes). ---
+  // Before a client issues work of `priority` itself: the level is published as active. True
+  // when this process had no active work before (a burst begins).
+  bool RaiseActive(int priority);
+  // Work of `priority` is about to be queued or issued at `now_ns`: the level becomes active and
+  // its submit time is refreshed (at 1 ms granularity). Returns true when this process had no
+  // active work before.
+  bool NoteSubmit(int priority, int64_t now_ns);
+  // May a client issue work of `priority` itself? Not while another process has a more
+  // important level active or submitting within the window (floor: the unbudgeted level).
+  bool PeersAllowDirect(int priority, int64_t now_ns, uint64_t window_ns, int floor) const;
+  void CountDirect() { slot_->ops_direct.fetch_add(1, std::memory_order_relaxed); }
+  // Whether any other process is attached (refreshed by Maintain).
+  bool PeersPresent() const { return peer_mask_.load(std::memory_order_relaxed) != 0; }
+
+  // --- Dispatcher thread. ---
+  // The other processes' levels (skipping slots whose heartbeat is stale: a stopped or wedged
+  // process must not hold the GPU for ever).
+  PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor) const;
+  // The highest level this process has active, as the dispatcher counts it.
+  void SetActive(int priority) { slot_->active_priority.store(priority, std::memory_order_seq_cst); }
+  int Active() const { return slot_->active_priority.load(std::memory_order_seq_cst); }
+  void PublishQueue(int64_t ops, int64_t estimated_ns);
+  void PublishInFlight(int64_t ops, int64_t estimated_ns);
+  void SetHeld(bool held, int64_t now_ns);
+  void CountDispatched(uint64_t delay_ns);
+  // Heartbeat; every `interval_ns` at most: reclaims slots whose process is gone, refreshes the
+  // peer list, checks that this process still owns its slot (re-claims one if not).
+  void Maintain(int64_t now_ns, int64_t interval_ns);
+  // At exit: nothing active, the slot free.
+  void Release();
+
+  const DeviceSegment& segment() const { return *segment_; }
+  uint32_t slot_index() const { return slot_index_; }
+
+  // A slot whose heartbeat is older than this does not hold others back.
+  static constexpr int64_t kStaleHeartbeatNs = 2'000'000'000;
+  // A slot of another pid namespace (liveness unknown) is reclaimed after this long silent.
+  static constexpr int64_t kAbandonedHeartbeatNs = 30'000'000'000;
+
+ private:
+  GpuCoordinator(std::unique_ptr<DeviceSegment> segment, ProcessIdentity self,
+                 int default_priority);
+  bool Claim();  // takes a free slot; false if none
+  // Frees the slots of processes that are gone (pid, start time; or silent for long in another
+  // pid namespace).
+  void ReclaimDeadSlots(int64_t now_ns);
+  // Recomputes peer_mask_ (any thread; idempotent) if a slot was claimed since the last time.
+  void RefreshPeersIfClaimed() const;
+  void RefreshPeers() const;
+  static void RaiseTo(std::atomic<int32_t>& word, int value);
+
+  std::unique_ptr<DeviceSegment> segment_;
+  const ProcessIdentity self_;
+  const int default_priority_;
+  ProcessSlot* slot_ = nullptr;
+  uint32_t slot_index_ = 0;
+  uint64_t slot_word_ = 0;  // the state word this process wrote when it claimed the slot
+  mutable std::atomic<uint64_t> peer_mask_{0};  // live slots of other processes
+  mutable std::atomic<uint32_t> claims_seen_{0};  // header.claims when peer_mask_ was computed
+  int64_t last_maintain_ns_ = 0;
+  int64_t held_since_ns_ = -1;
+  std::atomic<bool> released_{false};
+};
+
+}  // namespace gpuprio::coordinator
+
+#endif  // GPUPRIO_SCHEDULER_COORDINATOR_GPU_COORDINATOR_H_

@@ -1,0 +1,117 @@
+// The binary layout of the per-GPU shared-memory segment through which gpuprio processes that
+// share a GPU see each other's priorities (docs/coordinator.md). Fixed sizes, little-endian,
+// naturally aligned, lock-free atomics only (address-free, so valid across processes). Read by
+// the library and by `gpuprio top`; its content is untrusted input to both.
+#ifndef GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_LAYOUT_H_
+#define GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+
+namespace gpuprio::coordinator {
+
+// Bumped whenever anything below changes meaning or place. It is also part of the segment's name
+// (segment_name.h), so processes of two gpuprio versions never open each other's segment.
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr char kSegmentMagic[8] = {'g', 'p', 'u', 'p', 'r', 'i', 'o', 'S'};
+inline constexpr uint32_t kReadyWord = 0x52454459;  // "READY": the creator filled the header
+inline constexpr uint32_t kSlotCount = 64;          // processes per GPU
+inline constexpr uint32_t kHeaderBytes = 4096;
+inline constexpr uint32_t kSlotBytes = 4096;
+inline constexpr size_t kSegmentBytes = size_t{kHeaderBytes} + size_t{kSlotCount} * kSlotBytes;
+
+// gpuprio's priority range (the scheduler's kMinPriority..kMaxPriority; checked there).
+inline constexpr int kLowestPriority = -100;
+inline constexpr int kHighestPriority = 100;
+inline constexpr int kLevels = kHighestPriority - kLowestPriority + 1;
+
+// No work of any level (the value of ProcessSlot::active_priority when idle).
+inline constexpr int32_t kNoPriority = kLowestPriority - 1;
+
+// Queueing delay histogram: bucket 0 counts delays under 1 us; bucket b >= 1 counts delays in
+// [2^((b-1)/2), 2^(b/2)) us (half-octave buckets); the last bucket counts everything above.
+inline constexpr int kDelayBuckets = 48;
+
+// Slot state word: (generation << 8) | state. The generation changes on every claim, so a
+// process that decided a slot's owner is dead frees it only if nobody claimed it meanwhile.
+enum SlotState : uint64_t {
+  kSlotFree = 0,
+  kSlotClaimed = 1,  // being filled in by its new owner: readers skip it
+  kSlotLive = 2,
+};
+inline constexpr uint64_t SlotWord(uint64_t generation, SlotState state) {
+  return (generation << 8) | state;
+}
+inline constexpr SlotState SlotWordState(uint64_t word) { return SlotState(word & 0xff); }
+inline constexpr uint64_t SlotWordGeneration(uint64_t word) { return word >> 8; }
+
+struct SegmentHeader {
+  char magic[8];
+  uint32_t layout_version;
+  uint32_t header_bytes;
+  uint32_t slot_bytes;
+  uint32_t slot_count;
+  uint8_t device_uuid[16];
+  std::atomic<uint32_t> ready;  // kReadyWord, stored last by the creator
+  uint32_t creator_pid;
+  // The highest priority any process ever published here: a process whose op is at or above it
+  // needs to look at no slot to know that nothing more important is active.
+  std::atomic<int32_t> priority_high_water;
+  std::atomic<uint32_t> claims;  // bumped on every slot claim: peers' lists are stale
+  char reserved[kHeaderBytes - 56];
+};
+
+struct ProcessSlot {
+  std::atomic<uint64_t> state_word;  // SlotWord(generation, SlotState)
+  uint32_t pid;
+  uint32_t reserved0;
+  uint64_t start_time_ticks;  // field 22 of /proc/<pid>/stat: tells a reused pid apart
+  uint64_t pid_namespace;     // inode of /proc/self/ns/pid: pids are comparable only within one
+  std::atomic<int64_t> heartbeat_ns;  // CLOCK_MONOTONIC; at least once a second while live
+  std::atomic<int32_t> default_priority;
+  // The highest level with work queued or in flight on this GPU (kNoPriority if none). Raised by
+  // a client thread before it issues or queues work, lowered by the dispatcher when that work's
+  // completion has been observed.
+  std::atomic<int32_t> active_priority;
+  std::atomic<int32_t> max_seen_priority;  // highest level that ever submitted (kNoPriority: none)
+  std::atomic<uint32_t> held;              // 1 while the dispatcher holds work back
+  char command[32];                        // /proc/self/comm, NUL-padded
+  std::atomic<uint64_t> ops_dispatched;    // issued by the dispatcher after queueing
+  std::atomic<uint64_t> ops_direct;        // issued by their own thread (fast path)
+  std::atomic<int64_t> queued_ops;
+  std::atomic<int64_t> queued_estimated_ns;
+  std::atomic<int64_t> in_flight_ops;
+  std::atomic<int64_t> in_flight_estimated_ns;
+  std::atomic<uint64_t> held_ns_total;     // time spent holding work back
+  std::atomic<uint64_t> delay_histogram[kDelayBuckets];  // dispatched ops' queueing delay
+  // CLOCK_MONOTONIC of the last submission per level (index priority - kLowestPriority), kept at
+  // 1 ms granularity: a level that submitted within the ceiling window puts lower ones, in every
+  // process, on the in-flight budget.
+  std::atomic<int64_t> level_last_submit_ns[kLevels];
+  char reserved[kSlotBytes - 144 - 8 * kDelayBuckets - 8 * kLevels];
+};
+
+static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(sizeof(ProcessSlot) == kSlotBytes);
+static_assert(offsetof(ProcessSlot, delay_histogram) == 144);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+
+inline int DelayBucket(uint64_t delay_ns) {
+  const uint64_t us = delay_ns / 1000;
+  if (us == 0) return 0;
+  // 2 * log2(us), rounded down, plus one: half-octave steps.
+  const int octave = 63 - __builtin_clzll(us);
+  const uint64_t half = uint64_t{1} << octave;
+  // Upper half of the octave: us >= half * sqrt(2), tested as us^2 >= 2 * half^2 without overflow
+  // for any delay under 2^31 us.
+  const bool upper = octave < 31 && us * us >= 2 * half * half;
+  const int bucket = 1 + 2 * octave + (upper ? 1 : 0);
+  return bucket < kDelayBuckets ? bucket : kDelayBuckets - 1;
+}
+
+}  // namespace gpuprio::coordinator
+
+#endif  // GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_LAYOUT_H_
