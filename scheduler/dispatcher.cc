@@ -95,6 +95,7 @@ void Dispatcher::Submit(Op* op) {
 }
 
 void Dispatcher::Wake() {
+  wake_requested_.store(true, std::memory_order_seq_cst);
   absl::MutexLock lock(&mu_);
   wake_cv_.Signal();
 }
@@ -107,6 +108,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
   }
   // The flag is cleared by the dispatcher before it records its mark, so work issued after the
   // mark sets it again and is listed again; work issued before is covered by the mark.
+  bool listed = false;
   if (!stream->direct_unmarked.load(std::memory_order_seq_cst) &&
       !stream->direct_unmarked.exchange(true, std::memory_order_seq_cst)) {
     StreamState* head = direct_head_.load(std::memory_order_relaxed);
@@ -114,6 +116,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
       stream->direct_next = head;
     } while (!direct_head_.compare_exchange_weak(head, stream, std::memory_order_seq_cst,
                                                  std::memory_order_relaxed));
+    listed = true;
   }
   if (coordinator_ != nullptr) {
     coordinator_->CountDirect();
@@ -121,6 +124,9 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
     // the level after it lists (all seq_cst), so one of the two sees the other.
     coordinator_->NoteSubmit(priority, now_ns);
+    // Other processes wait on this work: a parked dispatcher must adopt it and watch for its end
+    // (once per listing, not per op).
+    if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst)) Wake();
   }
 }
 
@@ -328,10 +334,12 @@ void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams) {
     // important) or a stop request ends the wait at once, and so may a released stream.
     const absl::Time deadline = absl::Now() + timeout;
     while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
+           !wake_requested_.load(std::memory_order_seq_cst) &&
            !(wake_for_released_streams && has_released_.load(std::memory_order_acquire))) {
       if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
     }
   }
+  wake_requested_.store(false, std::memory_order_seq_cst);
   parked_.store(false, std::memory_order_seq_cst);
 }
 

@@ -51,13 +51,9 @@ class Dispatcher {
   coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
 
   // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
-  // other processes sharing the GPU, and wakes a parked dispatcher when a burst begins so that
-  // the work's completion is watched (and published) while other processes wait on it.
+  // other processes sharing the GPU (NoteDirect wakes the dispatcher to watch the work's end).
   void PublishDirect(int priority) {
-    if (coordinator_ != nullptr && coordinator_->RaiseActive(priority) &&
-        coordinator_->PeersPresent()) {
-      Wake();
-    }
+    if (coordinator_ != nullptr) coordinator_->RaiseActive(priority);
   }
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
@@ -176,6 +172,9 @@ class Dispatcher {
   // (intrusive stack through StreamState::direct_next).
   std::atomic<StreamState*> direct_head_{nullptr};
   std::atomic<bool> parked_{false};
+  // Set by Wake (a client's direct work that other processes wait on): ends a park although
+  // the inbox is empty.
+  std::atomic<bool> wake_requested_{false};
   std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};

@@ -30,9 +30,10 @@ absl::Status Refuse(const std::string& name, absl::string_view why) {
 
 mode_t SegmentMode(const SegmentOptions& options) { return options.share_gid >= 0 ? 0660 : 0600; }
 
-// The file is this user's (or, shared, the group's) and nobody else can write it.
-absl::Status CheckOwnership(const std::string& name, const struct stat& st,
-                            const SegmentOptions& options) {
+}  // namespace
+
+absl::Status CheckSegmentFile(const std::string& name, const struct stat& st,
+                              const SegmentOptions& options) {
   if (!S_ISREG(st.st_mode)) return Refuse(name, "is not a regular file");
   const mode_t mode = st.st_mode & 07777;
   if (options.share_gid >= 0) {
@@ -53,6 +54,8 @@ absl::Status CheckOwnership(const std::string& name, const struct stat& st,
   return absl::OkStatus();
 }
 
+namespace {
+
 absl::Status CheckHeader(const std::string& name, const SegmentHeader& h,
                          const uint8_t (&uuid)[16]) {
   if (std::memcmp(h.magic, kSegmentMagic, sizeof(kSegmentMagic)) != 0) {
@@ -67,6 +70,9 @@ absl::Status CheckHeader(const std::string& name, const SegmentHeader& h,
   }
   if (std::memcmp(h.device_uuid, uuid, sizeof(uuid)) != 0) {
     return Refuse(name, "is for another GPU");
+  }
+  if (h.ready.load(std::memory_order_acquire) != kReadyWord) {
+    return Refuse(name, "was never finished by its creator (no ready mark)");
   }
   return absl::OkStatus();
 }
@@ -149,7 +155,7 @@ absl::StatusOr<std::unique_ptr<DeviceSegment>> DeviceSegment::OpenOrCreate(
       return absl::InternalError(
           absl::StrFormat("cannot stat %s: %s", Path(name), std::strerror(err)));
     }
-    if (absl::Status s = CheckOwnership(name, st, options); !s.ok()) {
+    if (absl::Status s = CheckSegmentFile(name, st, options); !s.ok()) {
       close(fd);
       return s;
     }
@@ -171,7 +177,11 @@ absl::StatusOr<std::unique_ptr<DeviceSegment>> DeviceSegment::OpenOrCreate(
   }
   auto segment = std::unique_ptr<DeviceSegment>(new DeviceSegment(name, base, /*created=*/false));
   const SegmentHeader& h = segment->header();
+  // A creator still filling the header in has left the magic zero; anything else without the
+  // ready mark is not a segment being set up, and is refused at once.
+  static constexpr char kUnset[sizeof(kSegmentMagic)] = {};
   while (h.ready.load(std::memory_order_acquire) != kReadyWord) {
+    if (std::memcmp(h.magic, kUnset, sizeof(kUnset)) != 0) break;  // CheckHeader says why
     if (absl::Now() >= deadline) {
       return Refuse(name, "was never finished by its creator (no ready mark)");
     }

@@ -4,6 +4,8 @@
 #ifndef GPUPRIO_SCHEDULER_COORDINATOR_DEVICE_SEGMENT_H_
 #define GPUPRIO_SCHEDULER_COORDINATOR_DEVICE_SEGMENT_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +22,11 @@ struct SegmentOptions {
   // How long an opener waits for a segment's creator to finish setting it up.
   absl::Duration ready_timeout = absl::Seconds(2);
 };
+
+// The checks of an existing segment file's stat: a regular file, this user's with mode 0600 (or,
+// shared, the group's with no access for others). OK, or why it is refused.
+absl::Status CheckSegmentFile(const std::string& name, const struct stat& st,
+                              const SegmentOptions& options);
 
 class DeviceSegment {
  public:

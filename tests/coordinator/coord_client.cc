@@ -1,0 +1,106 @@
+// A process sharing the fake GPU with others, for coordination_test. Its priority comes from
+// GPUPRIO_PRIORITY, as a user would set it.
+//
+//   coord_client burst READY_FILE BURSTS PERIOD_US CHAIN KERNEL_US
+//       waits for READY_FILE, then BURSTS times: a chain of CHAIN sleep kernels of KERNEL_US on
+//       its stream and a stream sync, released every PERIOD_US; prints "burst BEGIN END" per
+//       chain (CLOCK_MONOTONIC ns: before the first launch, after the sync).
+//   coord_client stream READY_FILE STOP_FILE KERNEL_US
+//       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
+//       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
+//       cuLaunchKernel the fake driver received (T: when the call began, from any thread).
+#include <cuda.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
+#include "tests/scheduler/client_support.h"
+
+namespace {
+
+using fake_client::Check;
+using fake_client::CheckCu;
+using sched_client::NowNs;
+
+bool Exists(const char* path) { return access(path, F_OK) == 0; }
+
+void Touch(const char* path) {
+  const int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  Check(fd >= 0, "create ready file");
+  close(fd);
+}
+
+void Launch(CUfunction f, CUstream s, uint64_t ns) {
+  void* args[] = {&ns};
+  CheckCu(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), "cuLaunchKernel");
+}
+
+int Burst(char** argv) {
+  const char* ready = argv[2];
+  const int bursts = std::atoi(argv[3]);
+  const int64_t period_ns = std::atoll(argv[4]) * 1000;
+  const int chain = std::atoi(argv[5]);
+  const uint64_t kernel_ns = std::strtoull(argv[6], nullptr, 10) * 1000;
+  const sched_client::Driver d = sched_client::InitDriver();
+  CUfunction f = sched_client::Function(d.module, "sleep_ns");
+  CUstream s;
+  CheckCu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  for (int i = 0; i < 6000 && !Exists(ready); ++i) usleep(10'000);
+  Check(Exists(ready), "the stream process never got ready");
+  int64_t release = NowNs();
+  for (int b = 0; b < bursts; ++b) {
+    while (NowNs() < release) usleep(200);
+    const int64_t begin = NowNs();
+    for (int k = 0; k < chain; ++k) Launch(f, s, kernel_ns);
+    CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
+    const int64_t end = NowNs();
+    std::printf("burst %lld %lld\n", static_cast<long long>(begin), static_cast<long long>(end));
+    release = std::max(release + period_ns, end);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int Stream(char** argv) {
+  const char* ready = argv[2];
+  const char* stop = argv[3];
+  const uint64_t kernel_ns = std::strtoull(argv[4], nullptr, 10) * 1000;
+  const sched_client::Driver d = sched_client::InitDriver();
+  CUfunction f = sched_client::Function(d.module, "sleep_ns");
+  CUstream s;
+  CheckCu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  const int64_t deadline = NowNs() + int64_t{60} * 1'000'000'000;
+  for (int i = 0; (i < 8 || !Exists(stop)) && NowNs() < deadline; ++i) {
+    Launch(f, s, kernel_ns);
+    if (i % 8 == 7) {
+      CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
+      if (i == 7) Touch(ready);
+    }
+  }
+  CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
+  const uint64_t calls = fakecuda_call_count();
+  for (uint64_t i = 0; i < calls; ++i) {
+    fakecuda_call_record r;
+    if (fakecuda_get_call(i, &r) != 0) continue;
+    if (std::strcmp(r.api, "cuLaunchKernel") == 0) {
+      std::printf("issue %llu\n", static_cast<unsigned long long>(r.start_ns));
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 7 && std::strcmp(argv[1], "burst") == 0) return Burst(argv);
+  if (argc == 5 && std::strcmp(argv[1], "stream") == 0) return Stream(argv);
+  std::fprintf(stderr, "usage: see coord_client.cc\n");
+  return 2;
+}

@@ -1,0 +1,324 @@
+// Processes sharing one (fake) GPU through gpuprio's shared segment: a low or normal process
+// issues nothing while a high process has work queued or in flight; three processes; SIGKILL of
+// either side at random points, 200 rounds (no hang, the dead slot reclaimed, low work resumes
+// within 100 ms); a garbage segment gives one message and local scheduling.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "catch2/catch.hpp"
+#include "scheduler/base/clock.h"
+#include "scheduler/coordinator/gpu_coordinator.h"
+#include "scheduler/coordinator/segment_name.h"
+#include "tests/client_env.h"
+#include "tests/runfiles.h"
+
+extern char** environ;
+
+namespace gpuprio_test {
+namespace {
+
+using gpuprio::base::SteadyNowNs;
+
+// The fake driver's device 0 UUID ("fakecuda", then zeros).
+constexpr uint8_t kFakeUuid[16] = {'f', 'a', 'k', 'e', 'c', 'u', 'd', 'a'};
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A client process running in the background, its output in files.
+class Client {
+ public:
+  Client(const std::vector<std::string>& argv, const Env& extra_env) {
+    static int counter = 0;
+    const std::string base = absl::StrCat(TempDir(), "/client_", getpid(), "_", ++counter);
+    out_ = base + ".out";
+    err_ = base + ".err";
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const absl::string_view entry = *e;
+      bool replaced = false;
+      for (const auto& [name, value] : extra_env) {
+        replaced |= absl::StartsWith(entry, name + "=");
+      }
+      if (!replaced) env.emplace_back(entry);
+    }
+    for (const auto& [name, value] : extra_env) env.push_back(absl::StrCat(name, "=", value));
+    std::vector<char*> cargv, cenv;
+    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Client() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  void Kill() { kill(pid_, SIGKILL); }
+  // Waits (bounded: a hang fails the test instead of stalling it) and returns the exit code, or
+  // 128 + signal.
+  int Wait(int timeout_s = 120) {
+    int status = 0;
+    for (int i = 0; i < timeout_s * 100; ++i) {
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      usleep(10'000);
+    }
+    FAIL("client " << pid_ << " hung; stderr:\n" << ReadFile(err_));
+    return -1;
+  }
+  std::string Out() const { return ReadFile(out_); }
+  std::string Err() const { return ReadFile(err_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::string out_, err_;
+};
+
+struct Interval {
+  int64_t begin, end;
+};
+
+std::vector<Interval> Bursts(const std::string& out) {
+  std::vector<Interval> bursts;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() == 3 && f[0] == "burst") bursts.push_back({std::stoll(f[1]), std::stoll(f[2])});
+  }
+  return bursts;
+}
+
+std::vector<int64_t> Issues(const std::string& out) {
+  std::vector<int64_t> issues;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() == 2 && f[0] == "issue") issues.push_back(std::stoll(f[1]));
+  }
+  std::sort(issues.begin(), issues.end());
+  return issues;
+}
+
+// The most launches of `issues` that began inside one burst, and their total.
+std::pair<int, int> IssuesInBursts(const std::vector<Interval>& bursts,
+                                   const std::vector<int64_t>& issues) {
+  int most = 0, total = 0;
+  for (const Interval& b : bursts) {
+    int n = 0;
+    for (int64_t t : issues) n += t > b.begin && t < b.end;
+    most = std::max(most, n);
+    total += n;
+  }
+  return {most, total};
+}
+
+class Files {
+ public:
+  Files() {
+    static int counter = 0;
+    const std::string base = absl::StrCat(TempDir(), "/coord_", getpid(), "_", ++counter);
+    ready = base + ".ready";
+    stop = base + ".stop";
+    unlink(ready.c_str());
+    unlink(stop.c_str());
+  }
+  void Stop() const { std::ofstream(stop.c_str()) << "stop"; }
+  std::string ready, stop;
+};
+
+std::string ClientPath() {
+  auto path = Runfile("tests/coordinator/coord_client");
+  REQUIRE(path.ok());
+  return *path;
+}
+
+Env Environment(const std::string& priority, Env extra = {}) {
+  extra.push_back({"GPUPRIO_PRIORITY", priority});
+  auto env = ClientEnv("schedule", std::move(extra));
+  REQUIRE(env.ok());
+  return *env;
+}
+
+std::string SegmentPath(const std::string& domain) {
+  return absl::StrCat("/dev/shm",
+                      gpuprio::coordinator::SegmentName(domain, geteuid(), -1, kFakeUuid));
+}
+
+// High: 12 chains of 5 x 1 ms every 20 ms. Others: back-to-back 2 ms kernels.
+constexpr int kBursts = 12;
+
+TEST_CASE("A low process issues nothing while a high process has work queued or in flight",
+          "[coordinator]") {
+  const std::string client = ClientPath();
+  SECTION("coordinated") {
+    Files files;
+    Client low({client, "stream", files.ready, files.stop, "2000"}, Environment("low"));
+    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+                Environment("high"));
+    REQUIRE(high.Wait() == 0);
+    files.Stop();
+    REQUIRE(low.Wait() == 0);
+    const auto bursts = Bursts(high.Out());
+    const auto issues = Issues(low.Out());
+    REQUIRE(bursts.size() == kBursts);
+    REQUIRE(issues.size() > 20);
+    const auto [most, total] = IssuesInBursts(bursts, issues);
+    INFO("low launches inside high bursts: most " << most << ", total " << total);
+    // At most the one launch that passed admission just before the high process published.
+    CHECK(most <= 1);
+    // The segment is this user's alone.
+    struct stat st;
+    REQUIRE(stat(SegmentPath(TestDomain()).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  SECTION("not coordinated (GPUPRIO_COORDINATE=0): the same test sees low launches in bursts") {
+    Files files;
+    Client low({client, "stream", files.ready, files.stop, "2000"},
+               Environment("low", {{"GPUPRIO_COORDINATE", "0"}}));
+    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+                Environment("high", {{"GPUPRIO_COORDINATE", "0"}}));
+    REQUIRE(high.Wait() == 0);
+    files.Stop();
+    REQUIRE(low.Wait() == 0);
+    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    INFO("low launches inside high bursts: most " << most << ", total " << total);
+    CHECK(total >= kBursts);
+  }
+}
+
+TEST_CASE("Three processes: normal and low both wait for high", "[coordinator]") {
+  const std::string client = ClientPath();
+  Files files;
+  Files unused;
+  Client low({client, "stream", unused.ready, files.stop, "2000"}, Environment("low"));
+  Client normal({client, "stream", files.ready, files.stop, "2000"}, Environment("normal"));
+  Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+              Environment("high"));
+  REQUIRE(high.Wait() == 0);
+  files.Stop();
+  REQUIRE(low.Wait() == 0);
+  REQUIRE(normal.Wait() == 0);
+  const auto bursts = Bursts(high.Out());
+  REQUIRE(bursts.size() == kBursts);
+  const auto low_issues = Issues(low.Out());
+  const auto normal_issues = Issues(normal.Out());
+  REQUIRE(low_issues.size() > 5);
+  REQUIRE(normal_issues.size() > 5);
+  CHECK(IssuesInBursts(bursts, low_issues).first <= 1);
+  CHECK(IssuesInBursts(bursts, normal_issues).first <= 1);
+}
+
+TEST_CASE("SIGKILL of either side at random points: no hang, the slot reclaimed, low resumes",
+          "[coordinator]") {
+  const std::string client = ClientPath();
+  std::mt19937 random(20261123);
+  constexpr int kRounds = 200;
+  int resumed_checked = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const bool kill_high = round % 2 == 0;
+    Files files;
+    // High: chains back to back (5 x 1 ms every 5 ms): almost always active when killed.
+    Client low({client, "stream", files.ready, files.stop, "1000"}, Environment("low"));
+    Client high({client, "burst", files.ready, "100", "5000", "5", "1000"}, Environment("high"));
+    for (int i = 0; i < 3000 && access(files.ready.c_str(), F_OK) != 0; ++i) usleep(1000);
+    REQUIRE(access(files.ready.c_str(), F_OK) == 0);
+    usleep(std::uniform_int_distribution<int>(0, 40'000)(random));
+    if (kill_high) {
+      const int64_t killed_at = SteadyNowNs();
+      high.Kill();
+      CHECK(high.Wait() == 128 + SIGKILL);
+      usleep(150'000);
+      files.Stop();
+      REQUIRE(low.Wait() == 0);
+      // The first low launch after the kill (the dead process's level may have been active).
+      const auto issues = Issues(low.Out());
+      const auto next = std::upper_bound(issues.begin(), issues.end(), killed_at);
+      INFO("round " << round);
+      REQUIRE(next != issues.end());
+      CHECK(*next - killed_at <= 100'000'000);
+      ++resumed_checked;
+    } else {
+      low.Kill();
+      CHECK(low.Wait() == 128 + SIGKILL);
+      REQUIRE(high.Wait() == 0);  // high is never held by the dead low process
+    }
+    // Both gone: a new process finds no live slot (the killed one's is reclaimed on attach).
+    auto probe = gpuprio::coordinator::GpuCoordinator::Attach(
+        gpuprio::coordinator::SegmentOptions{TestDomain()}, kFakeUuid, 0);
+    REQUIRE(probe.ok());
+    CHECK_FALSE((*probe)->PeersPresent());
+  }
+  CHECK(resumed_checked == kRounds / 2);
+}
+
+TEST_CASE("A garbage segment: one clear message, and the process runs with local scheduling",
+          "[coordinator]") {
+  const std::string domain = absl::StrCat(TestDomain(), "-garbage");
+  const std::string path = SegmentPath(domain);
+  {
+    std::ofstream garbage(path, std::ios::binary);
+    std::mt19937 random(3);
+    for (size_t i = 0; i < gpuprio::coordinator::kSegmentBytes; ++i) {
+      garbage.put(static_cast<char>(random()));
+    }
+  }
+  chmod(path.c_str(), 0600);
+  Files files;
+  files.Stop();  // a few launches, then stop
+  Client low({ClientPath(), "stream", files.ready, files.stop, "100"},
+             Environment("low", {{"GPUPRIO_DOMAIN", domain}}));
+  CHECK(low.Wait() == 0);
+  const std::string err = low.Err();
+  INFO(err);
+  CHECK(absl::StrContains(err, "no coordination with other processes on GPU 0"));
+  CHECK(absl::StrContains(err, path));
+  CHECK(absl::StrContains(err, "bad magic"));
+  size_t count = 0;
+  for (size_t at = err.find("no coordination"); at != std::string::npos;
+       at = err.find("no coordination", at + 1)) {
+    ++count;
+  }
+  CHECK(count == 1);
+  CHECK(Issues(low.Out()).size() >= 8);
+  unlink(path.c_str());
+}
+
+}  // namespace
+}  // namespace gpuprio_test
