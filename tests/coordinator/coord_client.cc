@@ -4,7 +4,7 @@
 //   coord_client burst READY_FILE BURSTS PERIOD_US CHAIN KERNEL_US
 //       waits for READY_FILE, then BURSTS times: a chain of CHAIN sleep kernels of KERNEL_US on
 //       its stream and a stream sync, released every PERIOD_US; prints "burst BEGIN END" per
-//       chain (CLOCK_MONOTONIC ns: before the first launch, after the sync).
+//       chain (CLOCK_MONOTONIC ns: before the first launch; when its last kernel ended).
 //   coord_client stream READY_FILE STOP_FILE KERNEL_US
 //       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
 //       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
@@ -59,9 +59,15 @@ int Burst(char** argv) {
     const int64_t begin = NowNs();
     for (int k = 0; k < chain; ++k) Launch(f, s, kernel_ns);
     CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
-    const int64_t end = NowNs();
+    // The end of the burst's work on the device (what other processes wait for), not the
+    // sync's return, which a busy machine may delay by milliseconds.
+    int64_t end = 0;
+    fakecuda_exec_record last;
+    const uint64_t executed = fakecuda_exec_count();
+    Check(executed > 0 && fakecuda_get_exec(executed - 1, &last) == 0, "exec log");
+    end = static_cast<int64_t>(last.end_ns);
     std::printf("burst %lld %lld\n", static_cast<long long>(begin), static_cast<long long>(end));
-    release = std::max(release + period_ns, end);
+    release = std::max(release + period_ns, NowNs());
   }
   std::fflush(stdout);
   return 0;

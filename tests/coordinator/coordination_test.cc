@@ -80,6 +80,7 @@ class Client {
     posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     REQUIRE(posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) == 0);
     posix_spawn_file_actions_destroy(&actions);
+    spawned_ = pid_;
   }
   ~Client() {
     if (pid_ > 0) {
@@ -88,7 +89,7 @@ class Client {
     }
   }
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return spawned_; }
   void Kill() { kill(pid_, SIGKILL); }
   // Waits (bounded: a hang fails the test instead of stalling it) and returns the exit code, or
   // 128 + signal.
@@ -109,7 +110,8 @@ class Client {
   std::string Err() const { return ReadFile(err_); }
 
  private:
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;      // -1 once reaped
+  pid_t spawned_ = -1;
   std::string out_, err_;
 };
 
@@ -283,6 +285,15 @@ TEST_CASE("SIGKILL of either side at random points: no hang, the slot reclaimed,
     auto probe = gpuprio::coordinator::GpuCoordinator::Attach(
         gpuprio::coordinator::SegmentOptions{TestDomain()}, kFakeUuid, 0);
     REQUIRE(probe.ok());
+    if ((*probe)->PeersPresent()) {
+      for (uint32_t i = 0; i < gpuprio::coordinator::kSlotCount; ++i) {
+        const auto& slot = (*probe)->segment().slot(i);
+        if (i == (*probe)->slot_index() || (slot.state_word.load() & 0xff) == 0) continue;
+        UNSCOPED_INFO("live slot " << i << " word " << slot.state_word.load() << " pid "
+                                   << slot.pid << " (low " << low.pid() << ", high " << high.pid()
+                                   << ") exists " << (kill(slot.pid, 0) == 0));
+      }
+    }
     CHECK_FALSE((*probe)->PeersPresent());
   }
   CHECK(resumed_checked == kRounds / 2);
