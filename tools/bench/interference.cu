@@ -1,4 +1,4 @@
-// Interference benchmark, in-process form: two threads of one process.
+// Interference benchmark: two threads of one process (the in-process form), or two processes (--role).
 //
 // High-priority thread: every --period-ms (10) it releases a chain of --chain (20) spin kernels of
 // --high-us (50) each (grid = number of SMs, 128 threads) on its own stream, then
@@ -29,24 +29,52 @@
 //   gpuprio  default-priority streams, and each thread calls gpuprio_set_thread_priority(1 / -1)
 //            if dlsym(RTLD_DEFAULT) finds it (it does when libgpuprio.so is preloaded); the JSON
 //            says whether it was found and whether both calls returned 0.
+//
+// --role both|high|low: the two-process form (tools/bench/run_two_process_bench.sh). The kernels,
+// their shapes and the launch pattern are the ones above; only where the two threads live changes.
+//   both  (default) the in-process form above.
+//   low   only the low thread, in this process: it runs until --seconds S (30) have passed, the high
+//         process sets the stop word in --peer-file, or --stop-file appears. It measures its own
+//         rate from --low-warmup-s (0.5) after its first kernel completed to the stop (the "low
+//         alone" throughput). With --peer-file F it creates F (a 4 KiB block, under a temporary name
+//         until it is filled in) and a relay thread copies the GPU-written completion counter into
+//         it every 200 us, so the high process can count low kernels over exactly its own window.
+//   high  only the high thread. Without --peer-file it is the "alone" run. With --peer-file F it
+//         waits (at most --peer-wait-s, 20) for F to exist and show a completed low kernel, then
+//         measures as above, reads the low counter at both ends of its window (so low_kernels_per_s
+//         is the peer's rate over that window) and sets the stop word when done. --low-ms is then
+//         only the peer's L, for the report.
+// Timestamps that cross processes are CLOCK_MONOTONIC (window_*_ns in the JSON).
+// --cycles-per-us X skips the calibration and uses X: in the two-process form one process would
+// calibrate while the other one fills the GPU, so the runner calibrates once, alone, and passes the
+// result to every process (the kernels then have the same length in every run).
 // Prints one JSON line on stdout; exit 0 on success, 1 on any CUDA error.
 //
 // Usage: interference [--low-ms L] [--priority-mode none|stream|gpuprio] [--releases N]
 //                     [--warmup W] [--period-ms P] [--chain C] [--high-us U] [--batch B]
 //                     [--low-blocks-per-sm K] [--low-threads T] [--low-fill smem|none]
-//                     [--max-seconds S]
+//                     [--max-seconds S] [--role both|high|low] [--peer-file F] [--stop-file F]
+//                     [--seconds S] [--low-warmup-s S] [--peer-wait-s S] [--cycles-per-us X]
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +117,13 @@ struct Options {
   int low_threads = 256;
   std::string low_fill = "smem";
   double max_seconds = 10;
+  std::string role = "both";
+  std::string peer_file;
+  std::string stop_file;
+  double seconds = 30;
+  double low_warmup_s = 0.5;
+  double peer_wait_s = 20;
+  double cycles_per_us = 0;  // 0: calibrate
 };
 
 std::string rt_error(const char* what, cudaError_t e) {
@@ -116,7 +151,9 @@ void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--low-ms L] [--priority-mode none|stream|gpuprio] [--releases N] [--warmup W]\n"
                "          [--period-ms P] [--chain C] [--high-us U] [--batch B] [--low-blocks-per-sm K]\n"
-               "          [--low-threads T] [--low-fill smem|none] [--max-seconds S]\n",
+               "          [--low-threads T] [--low-fill smem|none] [--max-seconds S]\n"
+               "          [--role both|high|low] [--peer-file F] [--stop-file F] [--seconds S]\n"
+               "          [--low-warmup-s S] [--peer-wait-s S] [--cycles-per-us X]\n",
                argv0);
   std::exit(2);
 }
@@ -135,11 +172,98 @@ struct ErrorSlot {
   }
 };
 
+// CLOCK_MONOTONIC in ns. steady_clock reads the same clock on Linux; timestamps that another
+// process compares name the clock themselves.
+int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// The block the low and high processes share in --peer-file (two-process form). Lock-free 64-bit
+// atomics are address-free, so both mappings may use them.
+constexpr uint64_t kPeerMagic = 0x3170656572707067ULL;  // "gpprpee1", little-endian
+constexpr size_t kPeerFileBytes = 4096;
+struct PeerBlock {
+  std::atomic<uint64_t> magic;     // kPeerMagic: stored before the file gets its final name
+  std::atomic<uint64_t> low_done;  // low kernels completed, copied from the GPU-written counter
+  std::atomic<uint64_t> stop;      // 1: the high process's window is over, the low process stops
+  std::atomic<int64_t> low_pid;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
+              "the peer block needs address-free atomics");
+static_assert(sizeof(PeerBlock) <= kPeerFileBytes, "peer block larger than its file");
+
+// Low side: fills the block under a temporary name and renames it, so that a high process that
+// sees the name never maps a file shorter than the block or a block without its magic.
+PeerBlock* create_peer(const std::string& path, std::string* error) {
+  const std::string tmp = path + ".tmp." + std::to_string((long)getpid());
+  const int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) { *error = "open " + tmp + ": " + std::strerror(errno); return nullptr; }
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)kPeerFileBytes) == 0)
+    p = mmap(nullptr, kPeerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int saved = errno;
+  close(fd);
+  if (p == MAP_FAILED) { *error = "ftruncate/mmap " + tmp + ": " + std::strerror(saved); unlink(tmp.c_str()); return nullptr; }
+  PeerBlock* b = new (p) PeerBlock();
+  b->low_done.store(0);
+  b->stop.store(0);
+  b->low_pid.store((int64_t)getpid());
+  b->magic.store(kPeerMagic, std::memory_order_release);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "rename " + tmp + " -> " + path + ": " + std::strerror(errno);
+    munmap(p, kPeerFileBytes);
+    unlink(tmp.c_str());
+    return nullptr;
+  }
+  return b;
+}
+
+// High side: waits until the file exists and the low process has completed a kernel, so the
+// measured window starts with the GPU full, as the in-process form waits for the low thread.
+PeerBlock* open_peer(const std::string& path, double wait_s, std::string* error) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s));
+  PeerBlock* b = nullptr;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!b) {
+      const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd >= 0) {
+        struct stat st;
+        void* p = MAP_FAILED;
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= kPeerFileBytes)
+          p = mmap(nullptr, kPeerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p != MAP_FAILED) {
+          b = static_cast<PeerBlock*>(p);
+          if (b->magic.load(std::memory_order_acquire) != kPeerMagic) {
+            *error = path + " is not a peer block";
+            munmap(p, kPeerFileBytes);
+            return nullptr;
+          }
+        }
+      }
+    }
+    if (b && b->low_done.load(std::memory_order_acquire) >= 1) return b;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  *error = b ? "the low process completed no kernel within --peer-wait-s" : path + " did not appear within --peer-wait-s";
+  if (b) {
+    b->stop.store(1);  // whatever it is doing, it is not measured: let it stop
+    munmap(b, kPeerFileBytes);
+  }
+  return nullptr;
+}
+
 struct Shared {
   ErrorSlot err;
+  bool wait_for_low_thread = false;      // in-process: the high thread starts once the low thread has
   std::atomic<bool> low_started{false};  // the low thread has issued its first batch
+  std::atomic<bool> low_exited{false};   // the low thread has left its loop
   std::atomic<bool> stop{false};         // the high thread is done: the low thread stops
   volatile unsigned long long* low_done_host = nullptr;  // low kernels completed (GPU-written)
+  PeerBlock* peer = nullptr;  // --role high with --peer-file: the low counter is the peer's
 };
 
 struct HighResult {
@@ -147,6 +271,7 @@ struct HighResult {
   int warmup_done = 0;
   bool cut_short = false;  // --max-seconds ran out
   double window_s = 0;     // first measured release to end of the last
+  int64_t window_start_ns = 0, window_end_ns = 0;  // the same, CLOCK_MONOTONIC
   unsigned long long low_done_start = 0, low_done_end = 0;
   int set_priority_rc = -2;  // -2: not called
 };
@@ -156,8 +281,22 @@ struct LowResult {
   int set_priority_rc = -2;
 };
 
+// --role low: the low process's own measurement.
+struct LowOwn {
+  std::string stopped_by = "not run";
+  double window_s = 0;  // from --low-warmup-s after the first completion to the stop
+  unsigned long long kernels = 0;
+  int64_t window_start_ns = 0, window_end_ns = 0;
+};
+
 unsigned long long read_counter(volatile unsigned long long* p) {
   return p ? __atomic_load_n(const_cast<unsigned long long*>(p), __ATOMIC_ACQUIRE) : 0;
+}
+
+// Low kernels completed so far, wherever they run.
+unsigned long long low_done_now(const Shared& sh) {
+  if (sh.peer) return sh.peer->low_done.load(std::memory_order_acquire);
+  return read_counter(sh.low_done_host);
 }
 
 void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int sms, SetPriorityFn set_prio,
@@ -165,7 +304,7 @@ void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int 
   cudaError_t e = cudaSetDevice(0);
   if (e != cudaSuccess) { sh.err.set(rt_error("cudaSetDevice (high)", e)); sh.stop = true; return; }
   if (set_prio) res.set_priority_rc = set_prio(1);
-  if (opt.low_ms > 0)
+  if (sh.wait_for_low_thread)
     while (!sh.low_started.load(std::memory_order_acquire) && !sh.stop.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
   const auto begin = Clock::now();
@@ -180,7 +319,8 @@ void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int 
     if (Clock::now() >= deadline) { res.cut_short = true; break; }
     if (i == opt.warmup) {
       window_start = Clock::now();
-      res.low_done_start = read_counter(sh.low_done_host);
+      res.window_start_ns = mono_ns();
+      res.low_done_start = low_done_now(sh);
     }
     const auto t0 = Clock::now();
     for (int k = 0; k < opt.chain; ++k) gp_high_spin_kernel<<<sms, 128, 0, stream>>>(cycles);
@@ -194,8 +334,9 @@ void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int 
     if (next < t1) next = t1;  // late: release the next chain at once
   }
   if (!res.latency_ms.empty()) {
-    res.low_done_end = read_counter(sh.low_done_host);
+    res.low_done_end = low_done_now(sh);
     res.window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+    res.window_end_ns = mono_ns();
   }
   sh.stop.store(true, std::memory_order_release);
 }
@@ -216,6 +357,48 @@ void low_thread(const Options& opt, cudaStream_t stream, long long cycles, int s
     if (e != cudaSuccess) { sh.err.set(rt_error("low launch/cudaStreamSynchronize", e)); break; }
   }
   sh.low_started.store(true, std::memory_order_release);
+  sh.low_exited.store(true, std::memory_order_release);
+}
+
+// --role low: publishes the completion counter to the peer block, decides when to stop, and
+// measures the low process's own rate. A thread of its own because the low thread is blocked in
+// cudaStreamSynchronize for a whole batch (20 x L: 400 ms at L = 20 ms).
+void relay_thread(const Options& opt, volatile unsigned long long* done_host, PeerBlock* peer, Shared& sh,
+                  LowOwn& own) {
+  const auto begin = Clock::now();
+  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.seconds));
+  const auto warm = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.low_warmup_s));
+  bool have_first = false, started = false;
+  Clock::time_point first{}, start_t{};
+  unsigned long long start_n = 0;
+  for (unsigned iter = 0;; ++iter) {
+    const unsigned long long n = read_counter(done_host);
+    const auto t = Clock::now();
+    if (peer) peer->low_done.store(n, std::memory_order_release);
+    if (!have_first && n >= 1) { have_first = true; first = t; }
+    if (have_first && !started && t - first >= warm) {
+      started = true;
+      start_t = t;
+      start_n = n;
+      own.window_start_ns = mono_ns();
+    }
+    if (peer && peer->stop.load(std::memory_order_acquire)) { own.stopped_by = "peer"; break; }
+    // A stat every 10 ms is enough for a file the runner creates by hand.
+    if (!opt.stop_file.empty() && iter % 50 == 0 && access(opt.stop_file.c_str(), F_OK) == 0) {
+      own.stopped_by = "stop-file";
+      break;
+    }
+    if (t >= deadline) { own.stopped_by = "seconds"; break; }
+    if (sh.low_exited.load(std::memory_order_acquire)) { own.stopped_by = "low thread ended"; break; }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (started) {
+    const unsigned long long n = read_counter(done_host);
+    own.window_s = std::chrono::duration<double>(Clock::now() - start_t).count();
+    own.window_end_ns = mono_ns();
+    own.kernels = n - start_n;
+  }
+  sh.stop.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -240,15 +423,29 @@ int main(int argc, char** argv) {
     else if (a == "--low-threads") opt.low_threads = std::atoi(next());
     else if (a == "--low-fill") opt.low_fill = next();
     else if (a == "--max-seconds") opt.max_seconds = std::atof(next());
+    else if (a == "--role") opt.role = next();
+    else if (a == "--peer-file") opt.peer_file = next();
+    else if (a == "--stop-file") opt.stop_file = next();
+    else if (a == "--seconds") opt.seconds = std::atof(next());
+    else if (a == "--low-warmup-s") opt.low_warmup_s = std::atof(next());
+    else if (a == "--peer-wait-s") opt.peer_wait_s = std::atof(next());
+    else if (a == "--cycles-per-us") opt.cycles_per_us = std::atof(next());
     else usage(argv[0]);
   }
   if (opt.low_ms < 0 || opt.releases < 1 || opt.warmup < 0 || opt.period_ms <= 0 || opt.chain < 1 ||
       opt.high_us <= 0 || opt.batch < 1 || opt.low_blocks_per_sm < 1 || opt.low_threads < 1 ||
       opt.low_threads > 1024 || opt.max_seconds <= 0 ||
       (opt.priority_mode != "none" && opt.priority_mode != "stream" && opt.priority_mode != "gpuprio") ||
-      (opt.low_fill != "smem" && opt.low_fill != "none"))
+      (opt.low_fill != "smem" && opt.low_fill != "none") ||
+      (opt.role != "both" && opt.role != "high" && opt.role != "low") || (opt.role == "low" && opt.low_ms <= 0) ||
+      opt.seconds <= 0 || opt.low_warmup_s < 0 || opt.peer_wait_s <= 0 || opt.cycles_per_us < 0 ||
+      (opt.role == "both" && (!opt.peer_file.empty() || !opt.stop_file.empty())))
     usage(argv[0]);
-  const bool alone = opt.low_ms == 0;
+  const bool run_high_here = opt.role != "low";
+  const bool run_low_here = opt.role == "low" || (opt.role == "both" && opt.low_ms > 0);
+  const bool with_peer = !opt.peer_file.empty();
+  // "alone": the high chain with no low work anywhere (in-process, or a high process with no peer).
+  const bool alone = opt.role == "both" ? opt.low_ms == 0 : (opt.role == "high" && !with_peer);
 
   // gpuprio's C API, if the library is loaded.
   SetPriorityFn set_prio = nullptr;
@@ -283,7 +480,7 @@ int main(int argc, char** argv) {
   // per-block reservation), so K low blocks leave no room for any other block on the SM.
   size_t low_smem = 0;
   int low_resident = 0;
-  if (error.empty() && !alone) {
+  if (error.empty() && run_low_here) {
     if (opt.low_fill == "smem") {
       long s = (long)smem_per_sm / opt.low_blocks_per_sm - smem_reserved;
       s = std::min<long>(std::max<long>(s, 0), smem_optin);
@@ -302,6 +499,7 @@ int main(int argc, char** argv) {
 
   // Calibration: SM cycles per microsecond, from a 1M-cycle spin kernel (high-kernel shape) timed
   // with events on the idle GPU; median of 5 after 2 warm-ups. The low kernel uses the same clock.
+  // With --cycles-per-us only the clock warm-up runs.
   double cycles_per_us = 0;
   if (error.empty()) {
     const long long cal_cycles = 1000000;
@@ -314,7 +512,7 @@ int main(int argc, char** argv) {
     e = e == cudaSuccess ? cudaGetLastError() : e;
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     std::vector<double> us;
-    for (int i = 0; i < 7 && e == cudaSuccess; ++i) {
+    for (int i = 0; i < 7 && e == cudaSuccess && opt.cycles_per_us == 0; ++i) {
       e = cudaEventRecord(a, 0);
       if (e == cudaSuccess) {
         gp_high_spin_kernel<<<sms, 128>>>(cal_cycles);
@@ -327,7 +525,7 @@ int main(int argc, char** argv) {
       if (e == cudaSuccess && i >= 2) us.push_back(ms * 1000.0);
     }
     if (e != cudaSuccess) error = rt_error("calibration", e);
-    else cycles_per_us = (double)cal_cycles / percentile(us, 0.5);
+    else cycles_per_us = opt.cycles_per_us > 0 ? opt.cycles_per_us : (double)cal_cycles / percentile(us, 0.5);
     if (a) cudaEventDestroy(a);
     if (b) cudaEventDestroy(b);
   }
@@ -338,15 +536,15 @@ int main(int argc, char** argv) {
   cudaStream_t hs = nullptr, ls = nullptr;
   if (error.empty()) {
     const bool prio = opt.priority_mode == "stream";
-    e = cudaStreamCreateWithPriority(&hs, cudaStreamNonBlocking, prio ? greatest : 0);
-    if (e == cudaSuccess && !alone) e = cudaStreamCreateWithPriority(&ls, cudaStreamNonBlocking, prio ? least : 0);
+    if (run_high_here) e = cudaStreamCreateWithPriority(&hs, cudaStreamNonBlocking, prio ? greatest : 0);
+    if (e == cudaSuccess && run_low_here) e = cudaStreamCreateWithPriority(&ls, cudaStreamNonBlocking, prio ? least : 0);
     if (e != cudaSuccess) error = rt_error("cudaStreamCreateWithPriority", e);
   }
 
   // The low kernels' completion counter, in mapped pinned host memory.
   unsigned long long* done_host = nullptr;
   unsigned long long* done_dev = nullptr;
-  if (error.empty() && !alone) {
+  if (error.empty() && run_low_here) {
     e = cudaHostAlloc((void**)&done_host, sizeof *done_host, cudaHostAllocMapped);
     if (e == cudaSuccess) { *done_host = 0; e = cudaHostGetDevicePointer((void**)&done_dev, done_host, 0); }
     if (e != cudaSuccess) error = rt_error("cudaHostAlloc/cudaHostGetDevicePointer", e);
@@ -354,21 +552,34 @@ int main(int argc, char** argv) {
 
   Shared sh;
   sh.low_done_host = done_host;
+  sh.wait_for_low_thread = opt.role == "both" && run_low_here;
   HighResult hr;
   LowResult lr;
+  LowOwn own;
+  PeerBlock* peer = nullptr;
+  if (error.empty() && with_peer) {
+    peer = opt.role == "low" ? create_peer(opt.peer_file, &error) : open_peer(opt.peer_file, opt.peer_wait_s, &error);
+    if (opt.role == "high") sh.peer = peer;
+  }
   double run_s = 0;
   if (error.empty()) {
     const auto t0 = Clock::now();
-    std::thread low;
-    if (!alone)
+    std::thread low, relay, high;
+    if (run_low_here)
       low = std::thread(low_thread, std::cref(opt), ls, low_cycles, sms, low_smem, done_dev, set_prio, std::ref(sh),
                         std::ref(lr));
-    std::thread high(high_thread, std::cref(opt), hs, high_cycles, sms, set_prio, std::ref(sh), std::ref(hr));
-    high.join();
+    if (opt.role == "low")
+      relay = std::thread(relay_thread, std::cref(opt), done_host, peer, std::ref(sh), std::ref(own));
+    if (run_high_here)
+      high = std::thread(high_thread, std::cref(opt), hs, high_cycles, sms, set_prio, std::ref(sh), std::ref(hr));
+    if (high.joinable()) high.join();
+    if (opt.role == "high" && peer) peer->stop.store(1, std::memory_order_release);  // the window is over
+    if (relay.joinable()) relay.join();
     if (low.joinable()) low.join();
     run_s = std::chrono::duration<double>(Clock::now() - t0).count();
     error = sh.err.get();
   }
+  if (peer && opt.role == "low") peer->low_done.store(read_counter(done_host), std::memory_order_release);
 
   const std::vector<double>& lat = hr.latency_ms;
   double mean = 0;
@@ -380,8 +591,16 @@ int main(int argc, char** argv) {
   const unsigned long long low_in_window = hr.low_done_end - hr.low_done_start;
   const double low_per_s = (!alone && hr.window_s > 0) ? (double)low_in_window / hr.window_s : 0;
   const double low_gpu_fraction = low_per_s * opt.low_ms / 1000.0;  // nominal GPU time per second
-  const unsigned long long low_total = done_host ? read_counter(done_host) : 0;
-  if (error.empty() && lat.empty()) error = "no measured release completed (max-seconds too short?)";
+  const unsigned long long low_total =
+      done_host ? read_counter(done_host) : (peer ? peer->low_done.load(std::memory_order_acquire) : 0);
+  if (error.empty() && run_high_here && lat.empty()) error = "no measured release completed (max-seconds too short?)";
+  if (error.empty() && opt.role == "low" && own.window_s <= 0)
+    error = "the low process stopped (" + own.stopped_by + ") before its own window began (--low-warmup-s)";
+  const double low_own_per_s = own.window_s > 0 ? (double)own.kernels / own.window_s : 0;
+  if (peer) {
+    if (opt.role == "high") peer->stop.store(1, std::memory_order_release);  // also after an error
+    munmap(peer, kPeerFileBytes);
+  }
 
   if (hs) cudaStreamDestroy(hs);
   if (ls) cudaStreamDestroy(ls);
@@ -390,7 +609,11 @@ int main(int argc, char** argv) {
   const char* mode = std::getenv("GPUPRIO_MODE");
   const char* preload = std::getenv("LD_PRELOAD");
   const bool preloaded = preload && std::strstr(preload, "gpuprio");
-  const bool set_ok = set_prio != nullptr && hr.set_priority_rc == 0 && (alone || lr.set_priority_rc == 0);
+  const bool set_ok = set_prio != nullptr && (!run_high_here || hr.set_priority_rc == 0) &&
+                      (!run_low_here || lr.set_priority_rc == 0);
+  const char* env_priority = std::getenv("GPUPRIO_PRIORITY");
+  const char* env_domain = std::getenv("GPUPRIO_DOMAIN");
+  const char* env_coordinate = std::getenv("GPUPRIO_COORDINATE");
 
   std::printf(
       "{\"bench\":\"interference\",\"ok\":%s,\"priority_mode\":\"%s\",\"low_ms\":%g,\"alone\":%s,"
@@ -402,14 +625,23 @@ int main(int argc, char** argv) {
       "\"low_blocks_per_sm\":%d,\"low_fill\":\"%s\",\"low_smem_per_block\":%zu,\"low_resident_blocks_per_sm\":%d,"
       "\"sms\":%d,\"cycles_per_us\":%.2f,\"stream_priority_greatest\":%d,\"stream_priority_least\":%d,"
       "\"gpuprio_symbol\":%s,\"gpuprio_priority_set\":%s,\"high_set_rc\":%d,\"low_set_rc\":%d,"
-      "\"run_s\":%.3f,\"driver_version\":%d,\"device\":\"%s\",\"preloaded\":%s,\"gpuprio_mode\":\"%s\",\"error\":\"%s\"}\n",
+      "\"run_s\":%.3f,\"driver_version\":%d,\"device\":\"%s\",\"preloaded\":%s,\"gpuprio_mode\":\"%s\","
+      "\"role\":\"%s\",\"peer\":%s,\"cycles_per_us_given\":%s,\"window_start_ns\":%lld,\"window_end_ns\":%lld,"
+      "\"low_own_window_s\":%.4f,\"low_own_kernels\":%llu,\"low_own_per_s\":%.3f,\"low_stopped_by\":\"%s\","
+      "\"low_window_start_ns\":%lld,\"low_window_end_ns\":%lld,\"pid\":%ld,\"env_priority\":\"%s\","
+      "\"env_domain\":\"%s\",\"env_coordinate\":\"%s\",\"error\":\"%s\"}\n",
       error.empty() ? "true" : "false", opt.priority_mode.c_str(), opt.low_ms, alone ? "true" : "false",
       opt.releases, lat.size(), opt.warmup, hr.cut_short ? "true" : "false", opt.period_ms, opt.chain, opt.high_us, sms,
       p50, p99, mx, mn, mean, hr.window_s, low_in_window, low_per_s, low_gpu_fraction, low_total, lr.launched,
       opt.batch, alone ? 0 : opt.low_blocks_per_sm * sms, opt.low_threads, opt.low_blocks_per_sm, opt.low_fill.c_str(),
       low_smem, low_resident, sms, cycles_per_us, greatest, least, have_symbol ? "true" : "false",
       set_ok ? "true" : "false", hr.set_priority_rc, lr.set_priority_rc, run_s, driver_version, json_escape(device).c_str(),
-      preloaded ? "true" : "false", json_escape(mode ? mode : "").c_str(), json_escape(error).c_str());
+      preloaded ? "true" : "false", json_escape(mode ? mode : "").c_str(), opt.role.c_str(), with_peer ? "true" : "false",
+      opt.cycles_per_us > 0 ? "true" : "false", (long long)hr.window_start_ns, (long long)hr.window_end_ns,
+      own.window_s, own.kernels, low_own_per_s, json_escape(own.stopped_by).c_str(), (long long)own.window_start_ns,
+      (long long)own.window_end_ns, (long)getpid(), json_escape(env_priority ? env_priority : "").c_str(),
+      json_escape(env_domain ? env_domain : "").c_str(), json_escape(env_coordinate ? env_coordinate : "").c_str(),
+      json_escape(error).c_str());
   std::fflush(stdout);
   return error.empty() ? 0 : 1;
 }

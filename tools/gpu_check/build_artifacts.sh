@@ -4,7 +4,9 @@
 #   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
 #   .gpu/driver_api_program     tools/gpu_check/driver_api_program.cu (+ embedded driver_api_kernels.cu)
 #   .gpu/launch_rate            tools/bench/launch_rate.cu
-#   .gpu/interference           tools/bench/interference.cu
+#   .gpu/interference           tools/bench/interference.cu (the in-process form, and with --role
+#                               high|low the two-process one: tools/bench/run_two_process_bench.sh)
+# The PyTorch two-process benchmark (tools/bench/torch_two_process.py) needs nothing built but the library.
 # Idempotent: every run rebuilds all of it.
 #
 # Usage: bash tools/gpu_check/build_artifacts.sh [--skip-lib]
@@ -21,7 +23,7 @@ skip_lib=0
 for arg in "$@"; do
   case "$arg" in
     --skip-lib) skip_lib=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done

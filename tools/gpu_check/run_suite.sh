@@ -7,7 +7,9 @@
 # Steps: interception (passthrough), schedule (interception check in schedule mode, fast path
 # on), deferred (the same with GPUPRIO_DIRECT_ISSUE=0: every op through the dispatcher), launch
 # (tools/bench/run_launch_bench.sh), interference (tools/bench/run_interference_bench.sh),
-# trace (tools/gpu_check/run_trace_check.sh). Each step writes into OUT/work/STEP; at the end
+# two_process and two_process_mps (tools/bench/run_two_process_bench.sh, without and with --mps;
+# ~3 minutes each), torch (tools/bench/run_torch_bench.sh; ~5 minutes: give it a device call of
+# its own), trace (tools/gpu_check/run_trace_check.sh). Each step writes into OUT/work/STEP; at the end
 # OUT/results.tgz holds every step's files and OUT/suite.txt each step's exit code and summary.
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT STEP [STEP...]" >&2; exit 2; }
@@ -30,6 +32,9 @@ for step in "$@"; do
                 bash tools/gpu_check/run_interception_check.sh "$dir" ;;
     launch) bash tools/bench/run_launch_bench.sh "$dir" ;;
     interference) bash tools/bench/run_interference_bench.sh "$dir" ;;
+    two_process) bash tools/bench/run_two_process_bench.sh "$dir" ;;
+    two_process_mps) bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
+    torch) bash tools/bench/run_torch_bench.sh "$dir" ;;
     trace) bash tools/gpu_check/run_trace_check.sh "$dir" ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# PyTorch two-process benchmark (docs/benchmarks.md), run ON the GPU machine from the repo root, after
+# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+#
+#   bash tools/bench/run_torch_bench.sh "$OUT" [--native-only]
+#
+# high = ResNet-18 batch 1 fp16 inference, requests released open loop at RATE (20) per second;
+# low = ResNet-50 batch LOW_BATCH (1024) fp16 inference back to back (tools/bench/torch_two_process.py
+# says how each is measured and how the two meet through a peer file). Per round (ROUNDS, default
+# 3; order rotated per round):
+#   alone      the high process only, native (the latency baseline)
+#   low-alone  the low process only, native, LOW_SECONDS measured (the throughput baseline)
+#   native     both processes, no gpuprio
+#   gpuprio    both under LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=schedule, GPUPRIO_PRIORITY=high /
+#              low, a GPUPRIO_DOMAIN of their own
+# REQUESTS (340) measured requests per high run: over 3 rounds more than 1000 per configuration,
+# which is what a p99 needs. --native-only skips the gpuprio runs. torchvision is used when the
+# python has it, otherwise the script's own ResNet definitions (the same architecture): the
+# preflight says which, and so does every result.
+#
+# Every process has its own process group and a timeout (TORCH_TIMEOUT, default 90 s: loading torch
+# and the model takes 5-15 s, a high run ~20 s of requests); a failing or hanging run is recorded,
+# not fatal, and what is left of it is killed before the next run. After gpuprio runs have timed
+# out twice the rest are skipped, and once the runs have taken TORCH_BUDGET seconds (default 420)
+# every remaining run is skipped, so the script ends inside one 10-minute device call (normally
+# 4-6 minutes).
+# Writes OUT/torch_two_process.json (every run, pooled percentiles, ratios) and
+# OUT/torch_two_process.txt (the table). Exit 0 when every native run succeeded.
+# Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
+# TORCH_ARGS (more flags for both processes, e.g. "--dtype fp32" or "--impl builtin"), BENCH_GPUPRIO_ENV
+# (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
+set -uo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+py="${PYTHON:-python3}"
+lib="$repo/.gpu/libgpuprio.so"
+script="$repo/tools/bench/torch_two_process.py"
+rounds="${ROUNDS:-3}"
+requests="${REQUESTS:-340}"
+rate="${RATE:-20}"
+low_batch="${LOW_BATCH:-1024}"
+low_seconds="${LOW_SECONDS:-12}"
+run_timeout="${TORCH_TIMEOUT:-90}"
+budget="${TORCH_BUDGET:-420}"
+read -r -a targs <<<"${TORCH_ARGS:-}"
+# More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
+read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+say() { printf 'run_torch_bench: %s\n' "$*"; }
+
+if ((native_only == 0)); then
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d /tmp/gpuprio_torch_bench.XXXXXX)"
+runs="$work/runs.jsonl"
+: >"$runs"
+export PYTHONUNBUFFERED=1
+source "$repo/tools/bench/bench_procs.sh"
+trap 'procs_cleanup; remove_segments "gpbench_torch_$$_"' EXIT
+trap 'say "interrupted"; exit 130' INT TERM HUP
+
+# What this python has: torch, CUDA, torchvision (or not, and then the builtin models).
+say "preflight: $py"
+timeout -k 5 120 env -u LD_PRELOAD "$py" - >"$out/torch_preflight.txt" 2>&1 <<'PY'
+import sys
+print("python", sys.version.split()[0])
+import torch
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    free, total = torch.cuda.mem_get_info()
+    print("device", torch.cuda.get_device_name(0), "memory free %.1f / %.1f GiB" % (free / 2**30, total / 2**30))
+try:
+    import torchvision
+    print("torchvision", torchvision.__version__, "found: models from torchvision.models")
+except ImportError as e:
+    print("torchvision not importable (%s): models from torch_two_process.py's own definitions" % e)
+PY
+pre_rc=$?
+sed 's/^/  /' "$out/torch_preflight.txt"
+if ((pre_rc != 0)); then
+  say "error: the preflight failed (rc=$pre_rc): no usable torch"
+  exit 1
+fi
+
+gpuprio_timeouts=0
+start=$SECONDS
+n=0
+high_args=(--rate "$rate" --requests "$requests" "${targs[@]}")
+low_args=(--batch "$low_batch" "${targs[@]}")
+
+# run_config ROUND CONFIG
+run_config() {
+  local round="$1" config="$2"
+  n=$((n + 1))
+  local tag="$n.$config.r$round" with_lib=0 skip="" domain="gpbench_torch_$$_$n"
+  [[ "$config" == gpuprio ]] && with_lib=1
+  local -a henv=() lenv=()
+  if ((with_lib)); then
+    henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
+  fi
+  ((SECONDS - start > budget)) && skip="skipped: the runs took over TORCH_BUDGET=${budget}s"
+  local -a rec=(--config "$config" --round "$round" --gpuprio "$with_lib")
+  if [[ -n "$skip" ]]; then
+    "$py" "$script" record "${rec[@]}" --skip "$skip" >>"$runs"
+    say "r$round $config: $skip"
+    return
+  fi
+  say "r$round $config: starting ($((SECONDS - start)) s into the runs)"
+  local peer="$work/$tag.peer" stop="$work/$tag.stop" hpid="" lpid="" hrc="" lrc="" t0=$SECONDS
+  case "$config" in
+    alone)
+      start_proc "$tag.high" "$run_timeout" -- "$py" "$script" high --result "$work/$tag.high.json" "${high_args[@]}"
+      hpid=$started_pid ;;
+    low-alone)
+      start_proc "$tag.low" "$run_timeout" -- "$py" "$script" low --result "$work/$tag.low.json" \
+        --seconds "$low_seconds" "${low_args[@]}"
+      lpid=$started_pid ;;
+    native | gpuprio)
+      # The low process would stop by itself after the high process's longest possible run.
+      start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "$py" "$script" low --result "$work/$tag.low.json" \
+        --peer "$peer" --stop-file "$stop" --seconds "$run_timeout" "${low_args[@]}"
+      lpid=$started_pid
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "$py" "$script" high --result "$work/$tag.high.json" \
+        --peer "$peer" "${high_args[@]}"
+      hpid=$started_pid ;;
+  esac
+  if [[ -n "$hpid" ]]; then
+    [[ -n "$lpid" ]] && wait_pair "$hpid" "$lpid" 10
+    finish_proc "$hpid"
+    hrc=$finished_rc
+  fi
+  if [[ -n "$lpid" ]]; then
+    # The high process has set the peer's stop word, unless it failed first: the stop file covers that.
+    : >"$stop"
+    if [[ -n "$hpid" ]] && ! wait_exit "$lpid" 15; then
+      say "r$round $config: low process still running 15 s after the high one ended: killing it"
+      kill_group "$lpid"
+    fi
+    finish_proc "$lpid"
+    lrc=$finished_rc
+  fi
+  local -a files=()
+  [[ -n "$hpid" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.high.err" --high-rc "$hrc")
+  [[ -n "$lpid" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.low.err" --low-rc "$lrc")
+  "$py" "$script" record "${rec[@]}" "${files[@]}" >>"$runs"
+  [[ "$hrc" == 124 || "$hrc" == 137 || "$lrc" == 124 || "$lrc" == 137 ]] && ((with_lib)) &&
+    gpuprio_timeouts=$((gpuprio_timeouts + 1))
+  say "r$round $config: high rc=${hrc:--} low rc=${lrc:--} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$script" brief)"
+}
+
+configs=(alone low-alone native gpuprio)
+((native_only)) && configs=(alone low-alone native)
+for ((r = 1; r <= rounds; r++)); do
+  nc=${#configs[@]}
+  for ((i = 0; i < nc; i++)); do
+    run_config "$r" "${configs[$(((i + r - 1) % nc))]}"
+  done
+done
+say "all runs took $((SECONDS - start)) s"
+
+"$py" "$script" report "$runs" "$out/torch_two_process.json" "$out/torch_two_process.txt"
+rc=$?
+((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/torch_two_process.txt"
+cp "$runs" "$out/torch_two_process_runs.jsonl"
+cat "$out/torch_two_process.txt" 2>/dev/null
+exit "$rc"

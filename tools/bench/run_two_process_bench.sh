@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Interference benchmark, two-process form (docs/benchmarks.md), run ON the GPU machine from the repo root,
+# after tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+#
+#   bash tools/bench/run_two_process_bench.sh "$OUT" [--mps] [--native-only]
+#
+# The high process (.gpu/interference --role high: 20 x 50 us chains released every 10 ms) and the
+# low process (--role low: back-to-back full-GPU kernels of L ms) are separate processes, so they
+# share the GPU the way two jobs do: time-sliced, or concurrently under MPS (--mps). They meet
+# through a small peer file (interference.cu says how), so the low rate is counted over exactly
+# the high process's measured window. Each round (ROUNDS, default 3) runs
+#   alone          the high process only, native: the latency baseline (it does not depend on L,
+#                  so one per round, and every L's ratios are against the median of all of them)
+# then for each L in LOW_MS (default "0.2 2 20"), in an order rotated per round:
+#   low-alone      the low process only, native, for LOW_ALONE_SECONDS (the baseline of its rate)
+#   native         both processes, no gpuprio
+#   gpuprio        both under LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=schedule, GPUPRIO_PRIORITY=high /
+#                  low, and a GPUPRIO_DOMAIN of their own (a segment left by an earlier run can
+#                  never take part)
+# and last "alone-gpuprio" (the high process alone under gpuprio: what scheduling itself costs).
+# --native-only skips the gpuprio runs. Before all of it one native alone run calibrates the spin
+# kernels' clock; every process then gets that --cycles-per-us (a process calibrating beside a busy
+# GPU would not).
+# The low kernels are thread-full by default (LOW_SHAPE: 2 blocks of 1024 threads per SM, each
+# with half of the SM's shared memory), so no block of another process fits beside them on an
+# SM, under MPS included; LOW_SHAPE="--low-blocks-per-sm 4 --low-threads 256" gives the in-process
+# table's shape.
+#
+# --mps: starts an MPS control daemon (as root) with CUDA_MPS_PIPE_DIRECTORY and
+# CUDA_MPS_LOG_DIRECTORY under a fresh /tmp directory, exported to every process, runs the same
+# matrix, and quits the daemon on every way out (trap EXIT); the daemon's log goes to OUT.
+#
+# Every process has its own process group and a timeout; a failing or hanging run is recorded, not
+# fatal, and whatever is left of it is killed before the next run. After gpuprio runs have timed
+# out twice the rest are skipped, and once the runs have taken BENCH_BUDGET seconds (default 220)
+# every remaining run is skipped (recorded as such): about 2.5-3 minutes per mode when nothing hangs.
+# Writes OUT/two_process[_mps].json (every run, per-L medians, spreads, ratios, targets) and
+# OUT/two_process[_mps].txt (the table). Exit 0 when every native run succeeded.
+# Environment: LOW_MS, ROUNDS (3), RELEASES (200), WARMUP (10), MAX_SECONDS (6; the high process
+# stops measuring then), LOW_ALONE_SECONDS (3), PEER_WAIT (15), BENCH_TIMEOUT (40, per high process),
+# BENCH_BUDGET (220), LOW_SHAPE, EXTRA_ARGS (more interference flags for both processes),
+# BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
+set -uo pipefail
+
+mps=0
+rest=()
+for arg in "$@"; do
+  if [[ "$arg" == --mps ]]; then mps=1; else rest+=("$arg"); fi
+done
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh" "${rest[@]}"
+bin="$repo/.gpu/interference"
+lib="$repo/.gpu/libgpuprio.so"
+report="$repo/tools/bench/two_process_report.py"
+low_list="${LOW_MS:-0.2 2 20}"
+rounds="${ROUNDS:-3}"
+releases="${RELEASES:-200}"
+warmup="${WARMUP:-10}"
+max_seconds="${MAX_SECONDS:-6}"
+low_alone_seconds="${LOW_ALONE_SECONDS:-3}"
+peer_wait="${PEER_WAIT:-15}"
+high_timeout="${BENCH_TIMEOUT:-40}"
+budget="${BENCH_BUDGET:-220}"
+read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 --low-fill smem}"
+read -r -a extra <<<"${EXTRA_ARGS:-}"
+# More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
+read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+py="${PYTHON:-python3}"
+name=two_process
+((mps)) && name=two_process_mps
+say() { printf 'run_two_process_bench: %s\n' "$*"; }
+
+[[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
+if ((native_only == 0)); then
+  [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d /tmp/gpuprio_two_process.XXXXXX)"
+runs="$work/runs.jsonl"
+: >"$runs"
+
+# --- MPS: our own daemon, and it never outlives the script. ---
+mps_daemons_before=""
+# The MPS control daemon and server: both names are cut to "nvidia-cuda-mps" (15 characters) in
+# the kernel's process name, which is what pgrep -x compares.
+mps_pids() { pgrep -x nvidia-cuda-mps 2>/dev/null | tr '\n' ' '; }
+stop_mps() {
+  ((mps)) || return 0
+  [[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]] || return 0
+  {
+    echo "--- get_server_list before quit:"
+    echo get_server_list | timeout 10 nvidia-cuda-mps-control 2>&1
+    echo "--- quit:"
+    echo quit | timeout 10 nvidia-cuda-mps-control 2>&1
+  } >>"$out/${name}_mps_control.txt" 2>&1
+  # The daemon and its server are ours if they were not there before we started one: wait for
+  # them to go, and kill by pid only those still there after that.
+  local pid left=""
+  for _ in $(seq 1 50); do
+    left=""
+    for pid in $(mps_pids); do
+      grep -qw "$pid" <<<"$mps_daemons_before" || left+=" $pid"
+    done
+    [[ -z "$left" ]] && break
+    sleep 0.2
+  done
+  if [[ -n "$left" ]]; then
+    say "MPS processes still there 10 s after quit:$left; killing them"
+    for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
+  fi
+  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/${name}_mps_log" 2>/dev/null
+  say "MPS daemon stopped$([[ -n "$left" ]] && echo " (killed:$left)")"
+  CUDA_MPS_PIPE_DIRECTORY=""
+}
+source "$repo/tools/bench/bench_procs.sh"
+# Whatever ends the script, no process group of ours and no MPS daemon stays behind.
+cleanup() {
+  procs_cleanup
+  remove_segments "gpbench_$$_"
+  stop_mps
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT TERM HUP
+
+if ((mps)); then
+  [[ "$(id -u)" == 0 ]] || { say "error: --mps must run as root (the MPS control daemon)"; exit 1; }
+  command -v nvidia-cuda-mps-control >/dev/null || { say "error: nvidia-cuda-mps-control not found"; exit 1; }
+  mps_daemons_before="$(mps_pids)"
+  [[ -n "$mps_daemons_before" ]] && say "warning: MPS processes already running (pids $mps_daemons_before); starting our own daemon anyway"
+  mps_root="$(mktemp -d /tmp/gpuprio_mps.XXXXXX)"
+  export CUDA_MPS_PIPE_DIRECTORY="$mps_root/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_root/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! nvidia-cuda-mps-control -d >"$out/${name}_mps_control.txt" 2>&1; then
+    say "error: nvidia-cuda-mps-control -d failed: $(tail -n 3 "$out/${name}_mps_control.txt")"
+    exit 1
+  fi
+  say "MPS control daemon started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+fi
+
+cycles_args=()
+common=(--releases "$releases" --warmup "$warmup" --max-seconds "$max_seconds" "${low_shape[@]}" "${extra[@]}")
+gpuprio_timeouts=0
+start=$SECONDS
+n=0
+
+# run_config ROUND GROUP_L CONFIG: one run (one or two processes) and its record in runs.jsonl.
+run_config() {
+  local round="$1" low="$2" config="$3"
+  n=$((n + 1))
+  local tag="$n.$config.l$low.r$round" with_lib=0 skip="" domain="gpbench_$$_$n"
+  [[ "$config" == gpuprio || "$config" == alone-gpuprio ]] && with_lib=1
+  local -a henv=() lenv=()
+  if ((with_lib)); then
+    henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
+  fi
+  ((SECONDS - start > budget)) && skip="skipped: the runs took over BENCH_BUDGET=${budget}s"
+  local -a rec=(--group "$low" --config "$config" --round "$round" --mps "$mps" --gpuprio "$with_lib")
+  if [[ -n "$skip" ]]; then
+    "$py" "$report" record "${rec[@]}" --skip "$skip" >>"$runs"
+    say "r$round L=$low $config: $skip"
+    return
+  fi
+  local peer="$work/$tag.peer" stop="$work/$tag.stop" hpid="" lpid="" hrc="" lrc="" t0=$SECONDS
+  # The low process stops by itself well after the high process's longest run, in case neither
+  # the peer block nor the stop file reaches it.
+  local low_seconds=$((peer_wait + ${max_seconds%.*} + 15))
+  case "$config" in
+    alone | alone-gpuprio)
+      start_proc "$tag.high" "$high_timeout" "${henv[@]}" -- "$bin" --role high --low-ms 0 "${cycles_args[@]}" \
+        "${common[@]}"
+      hpid=$started_pid ;;
+    low-alone)
+      start_proc "$tag.low" $((${low_alone_seconds%.*} + 30)) -- "$bin" --role low --low-ms "$low" \
+        --seconds "$low_alone_seconds" "${cycles_args[@]}" "${common[@]}"
+      lpid=$started_pid ;;
+    native | gpuprio)
+      start_proc "$tag.low" $((low_seconds + 15)) "${lenv[@]}" -- "$bin" --role low --low-ms "$low" \
+        --peer-file "$peer" --stop-file "$stop" --seconds "$low_seconds" "${cycles_args[@]}" "${common[@]}"
+      lpid=$started_pid
+      start_proc "$tag.high" "$high_timeout" "${henv[@]}" -- "$bin" --role high --low-ms "$low" \
+        --peer-file "$peer" --peer-wait-s "$peer_wait" "${cycles_args[@]}" "${common[@]}"
+      hpid=$started_pid ;;
+  esac
+  if [[ -n "$hpid" ]]; then
+    [[ -n "$lpid" ]] && wait_pair "$hpid" "$lpid" 5
+    finish_proc "$hpid"
+    hrc=$finished_rc
+  fi
+  if [[ -n "$lpid" ]]; then
+    # The high process has set the peer's stop word, unless it failed first: the stop file covers that.
+    : >"$stop"
+    if [[ -n "$hpid" ]]; then
+      # A low batch is 20 x L (400 ms at 20 ms); give it that and its exit, then end it.
+      if ! wait_exit "$lpid" 10; then
+        say "r$round L=$low $config: low process still running 10 s after the high one ended: killing it"
+        kill_group "$lpid"
+      fi
+    fi
+    finish_proc "$lpid"
+    lrc=$finished_rc
+  fi
+  local -a files=()
+  [[ -n "$hpid" ]] && files+=(--high-out "$work/$tag.high.out" --high-err "$work/$tag.high.err" --high-rc "$hrc")
+  [[ -n "$lpid" ]] && files+=(--low-out "$work/$tag.low.out" --low-err "$work/$tag.low.err" --low-rc "$lrc")
+  "$py" "$report" record "${rec[@]}" "${files[@]}" >>"$runs"
+  local timed_out=0
+  [[ "$hrc" == 124 || "$hrc" == 137 || "$lrc" == 124 || "$lrc" == 137 ]] && timed_out=1
+  ((with_lib && timed_out)) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
+  say "r$round L=$low $config: high rc=${hrc:--} low rc=${lrc:--} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$report" brief)"
+}
+
+# --- Calibration: one native alone run on the idle GPU; its clock rate goes to every process. ---
+say "work dir $work; $( ((mps)) && echo "under MPS" || echo "without MPS (time-sliced)"); low shape: ${low_shape[*]}"
+start_proc calibrate 60 -- "$bin" --role high --low-ms 0 --releases 20 --warmup 5
+finish_proc "$started_pid"
+"$py" "$report" record --group 0 --config calibrate --round 0 --mps "$mps" --gpuprio 0 \
+  --high-out "$work/calibrate.out" --high-err "$work/calibrate.err" --high-rc "$finished_rc" >>"$runs"
+cycles="$(grep -o '"cycles_per_us": *[0-9.]*' "$work/calibrate.out" 2>/dev/null | head -n 1 | cut -d: -f2 | tr -d ' ')"
+if [[ -z "$cycles" || "$cycles" == 0* ]]; then
+  say "error: the calibration run failed (rc=$finished_rc): $(tail -n 3 "$work/calibrate.err")"
+  "$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
+  exit 1
+fi
+cycles_args=(--cycles-per-us "$cycles")
+say "calibrated: $cycles SM cycles per us"
+
+pair_configs=(low-alone native gpuprio)
+((native_only)) && pair_configs=(low-alone native)
+for ((r = 1; r <= rounds; r++)); do
+  run_config "$r" 0 alone
+  for low in $low_list; do
+    nc=${#pair_configs[@]}
+    for ((i = 0; i < nc; i++)); do
+      run_config "$r" "$low" "${pair_configs[$(((i + r - 1) % nc))]}"
+    done
+  done
+  ((native_only)) || run_config "$r" 0 alone-gpuprio
+done
+say "all runs took $((SECONDS - start)) s"
+
+"$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
+rc=$?
+((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
+cat "$out/$name.txt" 2>/dev/null
+exit "$rc"

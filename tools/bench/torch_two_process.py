@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""PyTorch two-process benchmark: a latency-critical ResNet-18 beside a ResNet-50 batch job.
+
+usage:
+  torch_two_process.py high --result F [--peer F] [--rate 20] [--requests N] ...   the serving process
+  torch_two_process.py low  --result F [--peer F] [--stop-file F] [--seconds S] ... the batch process
+  torch_two_process.py record --config C --round R --gpuprio 0|1 [--high-result F --high-rc N ...]
+  torch_two_process.py brief < RECORD
+  torch_two_process.py report RUNS.jsonl OUT.json OUT.txt
+(run_torch_bench.sh runs all of it; record, brief and report need no torch.)
+
+high: ResNet-18, batch 1, eval, inference_mode, fp16 and channels_last by default. Requests are
+released open loop at --rate per second: request i is due at t0 + i / rate whatever happened to
+the ones before, and its latency runs from that due time to its logits on the host (copied with
+.cpu(), then torch.cuda.synchronize()), so a request that had to wait for an earlier one counts
+that wait too. --warmup inferences (not timed) first, then it waits for the low process (with
+--peer), then --warm-releases unmeasured releases, then --requests measured ones, or fewer if
+--max-seconds of releases run out first (cut_short).
+
+low: ResNet-50 inference, batch --batch (1024), fp16, channels_last, back to back; each batch is
+followed by torch.cuda.synchronize() and its completion published (images done, CLOCK_MONOTONIC
+time). Inference at batch 1024 in fp16 needs a few GB of activations (training at that batch would
+not fit beside another job as easily), and it is the usual shape of an offline scoring job.
+--warmup-batches first (not counted), then it runs until --seconds pass, the high process sets the
+stop word in the peer file, or --stop-file appears. Its own rate ("low alone") is images between
+its first and last measured completion over the time between them.
+
+The peer file (--peer, created by the low process under a temporary name and renamed once filled
+in, 4 KiB, little-endian): magic, a sequence word, images done, time of the last completion (ns,
+CLOCK_MONOTONIC, the clock time.monotonic_ns() reads), the stop word, the low pid, batches done.
+The low process is the only writer of the counters and brackets each update with the sequence
+word (odd while writing); a reader retries until it sees the same even value on both sides. The
+high process reads (images, time) at the start and the end of its measured window; the low rate in
+the window is the images between those two completions over the time between them, which does not
+depend on where in a batch the window's ends fall.
+
+Models: torchvision.models.resnet18/50(weights=None) when torchvision is importable (--impl auto),
+else the definitions below (same architecture: ResNet v1.5, random weights). The result says
+which. cuDNN autotuning is off (torch.backends.cudnn.benchmark = False): algorithm choice is the
+heuristic one and takes no measured time; the warm-up covers lazy initialisation and allocation.
+"""
+
+import argparse
+import json
+import mmap
+import os
+import statistics
+import struct
+import sys
+import time
+import traceback
+
+PEER_BYTES = 4096
+PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
+OFF_MAGIC, OFF_SEQ, OFF_IMAGES, OFF_TDONE, OFF_STOP, OFF_PID, OFF_BATCHES = 0, 8, 16, 24, 32, 40, 48
+
+
+def log(role, msg):
+    print("torch_two_process %s [%d]: %s" % (role, os.getpid(), msg), file=sys.stderr, flush=True)
+
+
+# --- the peer file ---
+
+class Peer:
+    def __init__(self, mm):
+        self.mm = mm
+
+    def _get(self, off, fmt="<Q"):
+        return struct.unpack_from(fmt, self.mm, off)[0]
+
+    def _put(self, off, v, fmt="<Q"):
+        struct.pack_into(fmt, self.mm, off, v)
+
+    @classmethod
+    def create(cls, path):
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, PEER_BYTES)
+            mm = mmap.mmap(fd, PEER_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        p = cls(mm)
+        p._put(OFF_PID, os.getpid(), "<q")
+        p._put(OFF_MAGIC, PEER_MAGIC)
+        os.rename(tmp, path)
+        return p
+
+    @classmethod
+    def open(cls, path, wait_s, role):
+        """Waits until the file exists and the low process has completed a measured batch."""
+        deadline = time.monotonic() + wait_s
+        p = None
+        while time.monotonic() < deadline:
+            if p is None and os.path.exists(path):
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    if os.fstat(fd).st_size >= PEER_BYTES:
+                        p = cls(mmap.mmap(fd, PEER_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
+                finally:
+                    os.close(fd)
+                if p is not None and p._get(OFF_MAGIC) != PEER_MAGIC:
+                    raise RuntimeError("%s is not a peer file" % path)
+            if p is not None and p.read()[2] >= 1:
+                return p
+            time.sleep(0.01)
+        if p is not None:
+            p.stop()  # not measured: let it go
+            raise RuntimeError("the low process completed no batch within %.0f s" % wait_s)
+        raise RuntimeError("%s did not appear within %.0f s (low process not started or failed)" % (path, wait_s))
+
+    def publish(self, images, t_ns, batches):
+        # Seqlock: only this process writes these words. On x86 stores are seen in program order,
+        # and each pack_into is one plain copy, so a reader that saw an even, unchanged sequence
+        # word on both sides read one consistent update.
+        seq = self._get(OFF_SEQ)
+        self._put(OFF_SEQ, seq + 1)
+        self._put(OFF_IMAGES, images)
+        self._put(OFF_TDONE, t_ns, "<q")
+        self._put(OFF_BATCHES, batches)
+        self._put(OFF_SEQ, seq + 2)
+
+    def read(self):
+        """(images done, time of the last completion in ns, batches done)."""
+        while True:
+            s1 = self._get(OFF_SEQ)
+            v = (self._get(OFF_IMAGES), self._get(OFF_TDONE, "<q"), self._get(OFF_BATCHES))
+            if s1 % 2 == 0 and self._get(OFF_SEQ) == s1:
+                return v
+
+    def stop(self):
+        self._put(OFF_STOP, 1)
+
+    def stop_requested(self):
+        return self._get(OFF_STOP) != 0
+
+
+# --- models ---
+
+def builtin_resnet(nn, name):
+    """ResNet-18 / ResNet-50 (He et al. 2016) with the stride of a downsampling bottleneck on its
+    3x3 convolution ("v1.5", the form torchvision builds), for machines without torchvision."""
+    depths, bottleneck = {"resnet18": ([2, 2, 2, 2], False), "resnet50": ([3, 4, 6, 3], True)}[name]
+
+    def conv_bn(cin, cout, k, stride=1, relu=True):
+        mods = [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+        return mods + [nn.ReLU(inplace=True)] if relu else mods
+
+    class Block(nn.Module):
+        def __init__(self, cin, width, stride):
+            super().__init__()
+            self.cout = width * 4 if bottleneck else width
+            if bottleneck:
+                body = conv_bn(cin, width, 1) + conv_bn(width, width, 3, stride) + conv_bn(width, self.cout, 1, relu=False)
+            else:
+                body = conv_bn(cin, width, 3, stride) + conv_bn(width, width, 3, relu=False)
+            self.body = nn.Sequential(*body)
+            # A projection where the shape changes, identity elsewhere.
+            self.shortcut = None
+            if stride != 1 or cin != self.cout:
+                self.shortcut = nn.Sequential(*conv_bn(cin, self.cout, 1, stride, relu=False))
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            skip = x if self.shortcut is None else self.shortcut(x)
+            return self.relu(self.body(x) + skip)
+
+    mods = conv_bn(3, 64, 7, 2) + [nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for stage, depth in enumerate(depths):
+        for i in range(depth):
+            block = Block(cin, 64 << stage, 2 if stage > 0 and i == 0 else 1)
+            mods.append(block)
+            cin = block.cout
+    mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    return nn.Sequential(*mods)
+
+
+def make_model(torch, name, impl):
+    if impl in ("auto", "torchvision"):
+        try:
+            import torchvision
+            return getattr(torchvision.models, name)(weights=None), "torchvision %s" % torchvision.__version__
+        except ImportError:
+            if impl == "torchvision":
+                raise
+    return builtin_resnet(torch.nn, name), "builtin (this script's definition; torchvision not importable)"
+
+
+def setup(a, role, name):
+    """Imports torch, builds the model on the device; returns (torch, device, dtype, model, sync, info)."""
+    t0 = time.monotonic()
+    import torch
+    torch.backends.cudnn.benchmark = False
+    dev = torch.device(a.device)
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    torch.manual_seed(0)
+    model, impl = make_model(torch, name, a.impl)
+    model = model.to(device=dev, dtype=dtype, memory_format=torch.channels_last).eval()
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
+    info = {
+        "model": name, "impl": impl, "torch": torch.__version__, "dtype": a.dtype, "image_size": a.image_size,
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
+        "params": sum(p.numel() for p in model.parameters()), "load_s": round(time.monotonic() - t0, 3),
+    }
+    log(role, "%s (%s), %s, %.1f M parameters, on %s; loaded in %.1f s"
+        % (name, impl, a.dtype, info["params"] / 1e6, info["device"], info["load_s"]))
+    return torch, dev, dtype, model, sync, info
+
+
+def environment():
+    return {
+        "preloaded": "gpuprio" in os.environ.get("LD_PRELOAD", ""),
+        "env_priority": os.environ.get("GPUPRIO_PRIORITY", ""),
+        "env_domain": os.environ.get("GPUPRIO_DOMAIN", ""),
+        "env_mode": os.environ.get("GPUPRIO_MODE", ""),
+        "pid": os.getpid(),
+    }
+
+
+def percentile(values, q):
+    """Nearest rank on the sorted values (as interference.cu)."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[int(q * (len(v) - 1) + 0.5)]
+
+
+def run_high(a):
+    res = {"role": "high", "ok": False, "error": ""}
+    res.update(environment())
+    torch, dev, dtype, model, sync, info = setup(a, "high", "resnet18")
+    res.update(info)
+    x_host = torch.randn(1, 3, a.image_size, a.image_size).to(dtype)
+    if dev.type == "cuda":
+        x_host = x_host.pin_memory()
+
+    def infer():
+        x = x_host.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        out = model(x).float().cpu()
+        sync()
+        return out
+
+    with torch.inference_mode():
+        t0 = time.monotonic()
+        for _ in range(a.warmup):
+            infer()
+        res["warmup_s"] = round(time.monotonic() - t0, 3)
+        log("high", "warm-up: %d inferences in %.2f s" % (a.warmup, res["warmup_s"]))
+        peer = None
+        if a.peer:
+            log("high", "waiting for the low process (at most %.0f s)" % a.peer_wait_s)
+            peer = Peer.open(a.peer, a.peer_wait_s, "high")
+            log("high", "low process running")
+        try:
+            period_ns = int(1e9 / a.rate)
+            total = a.warm_releases + a.requests
+            start = time.monotonic_ns() + 20_000_000
+            deadline = start + int(a.max_seconds * 1e9)
+            lat_ms, late = [], 0
+            w0 = p0 = None
+            for i in range(total):
+                due = start + i * period_ns
+                # Sleep to 1 ms before the due time, then spin: time.sleep alone wakes up to
+                # ~0.1 ms late, which would be added to every latency.
+                while True:
+                    left = due - time.monotonic_ns()
+                    if left <= 0:
+                        break
+                    if left > 1_500_000:
+                        time.sleep((left - 1_000_000) / 1e9)
+                if time.monotonic_ns() > deadline:
+                    res["cut_short"] = True
+                    break
+                if i == a.warm_releases:
+                    w0 = due
+                    p0 = peer.read() if peer else None
+                if time.monotonic_ns() - due > period_ns:
+                    late += i >= a.warm_releases
+                infer()
+                if i >= a.warm_releases:
+                    lat_ms.append((time.monotonic_ns() - due) / 1e6)
+                    if len(lat_ms) % 100 == 0:
+                        log("high", "%d/%d requests, p50 so far %.3f ms" % (len(lat_ms), a.requests,
+                                                                          percentile(lat_ms, 0.5)))
+            w1 = time.monotonic_ns()
+            p1 = peer.read() if peer else None
+        finally:
+            if peer:
+                peer.stop()
+    res["cut_short"] = res.get("cut_short", False)
+    res["requests"] = a.requests
+    res["requests_done"] = len(lat_ms)
+    res["rate_per_s"] = a.rate
+    res["releases_late_by_a_period"] = late
+    res["latency_ms"] = [round(v, 4) for v in lat_ms]
+    for q, k in ((0.5, "p50_ms"), (0.9, "p90_ms"), (0.99, "p99_ms")):
+        res[k] = percentile(lat_ms, q)
+    res["max_ms"] = max(lat_ms) if lat_ms else None
+    res["mean_ms"] = statistics.fmean(lat_ms) if lat_ms else None
+    if w0 is not None:
+        res["window_s"] = (w1 - w0) / 1e9
+        res["window_start_ns"], res["window_end_ns"] = w0, w1
+    if p0 and p1:
+        images, span_ns, batches = p1[0] - p0[0], p1[1] - p0[1], p1[2] - p0[2]
+        res["low_batches_in_window"] = batches
+        res["low_images_per_s"] = images / (span_ns / 1e9) if images > 0 and span_ns > 0 else 0.0
+    if not lat_ms:
+        res["error"] = "no measured request completed"
+    else:
+        res["ok"] = True
+    return res
+
+
+def run_low(a):
+    res = {"role": "low", "ok": False, "error": "", "batch": a.batch}
+    res.update(environment())
+    torch, dev, dtype, model, sync, info = setup(a, "low", "resnet50")
+    res.update(info)
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev, dtype=dtype)
+    x = x.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        t0 = time.monotonic()
+        for _ in range(a.warmup_batches):
+            model(x)
+            sync()
+        res["warmup_s"] = round(time.monotonic() - t0, 3)
+        if dev.type == "cuda":
+            res["max_memory_allocated_gb"] = round(torch.cuda.max_memory_allocated(dev) / 2**30, 2)
+        log("low", "warm-up: %d batches of %d in %.2f s" % (a.warmup_batches, a.batch, res["warmup_s"]))
+        peer = Peer.create(a.peer) if a.peer else None
+        deadline = time.monotonic_ns() + int(a.seconds * 1e9)
+        images = batches = 0
+        first = last = None
+        stopped_by = "seconds"
+        while True:
+            model(x)
+            sync()
+            t = time.monotonic_ns()
+            images += a.batch
+            batches += 1
+            if peer:
+                peer.publish(images, t, batches)
+            first = first or (images, t)
+            last = (images, t)
+            if peer and peer.stop_requested():
+                stopped_by = "peer"
+                break
+            if a.stop_file and os.path.exists(a.stop_file):
+                stopped_by = "stop-file"
+                break
+            if t >= deadline:
+                break
+    res["stopped_by"] = stopped_by
+    res["batches"] = batches
+    res["images"] = images
+    res["own_window_s"] = (last[1] - first[1]) / 1e9
+    res["own_images_per_s"] = (last[0] - first[0]) / res["own_window_s"] if res["own_window_s"] > 0 else None
+    log("low", "stopped by %s after %d batches; own rate %s images/s"
+        % (stopped_by, batches, "-" if res["own_images_per_s"] is None else "%.1f" % res["own_images_per_s"]))
+    if res["own_images_per_s"] is None:
+        res["error"] = "fewer than two measured batches"
+    else:
+        res["ok"] = True
+    return res
+
+
+def run_role(a):
+    try:
+        res = run_high(a) if a.cmd == "high" else run_low(a)
+    except Exception as e:  # recorded, not lost: the runner reads the result file
+        res = {"role": a.cmd, "ok": False, "error": "%s: %s" % (type(e).__name__, e),
+               "traceback": traceback.format_exc()[-3000:]}
+        res.update(environment())
+        log(a.cmd, "failed: %s" % res["error"])
+    tmp = a.result + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(res, fh)
+        fh.write("\n")
+    os.replace(tmp, a.result)
+    return 0 if res.get("ok") else 1
+
+
+# --- record / report (standard library only) ---
+
+CONFIG_ORDER = ["alone", "low-alone", "native", "gpuprio"]
+
+
+def read_part(path, rc, err_path):
+    part = {"rc": rc}
+    try:
+        with open(path) as fh:
+            part["json"] = json.load(fh)
+    except (OSError, ValueError) as e:
+        part["json"] = None
+        part["error"] = "no result (%s)" % type(e).__name__
+    try:
+        err = open(err_path, errors="replace").read() if err_path else ""
+    except OSError:
+        err = ""
+    part["stderr_tail"] = err[-2000:]
+    js = part["json"] or {}
+    part["ok"] = bool(js.get("ok")) and rc == 0
+    if not part["ok"]:
+        if js.get("error"):
+            part["error"] = js["error"]
+        elif "error" not in part:
+            part["error"] = "rc %s" % rc
+        if rc in (124, 137):
+            part["error"] += " (timed out)"
+        elif rc != 0 and "rc " not in part["error"]:
+            part["error"] += " (rc %s)" % rc
+        if not js:
+            tail = [l for l in err.splitlines() if l.strip()]
+            if tail:
+                part["error"] += ": " + tail[-1][:200]
+    return part
+
+
+def make_record(a):
+    rec = {"config": a.config, "round": int(a.round), "gpuprio": bool(int(a.gpuprio))}
+    if a.skip:
+        rec.update(ok=False, skipped=True, error=a.skip)
+        return rec
+    errors = []
+    for role in ("high", "low"):
+        path = getattr(a, role + "_result")
+        if path is None:
+            continue
+        part = read_part(path, int(getattr(a, role + "_rc")), getattr(a, role + "_err"))
+        js = part["json"] or {}
+        if part["ok"]:
+            if bool(js.get("preloaded")) != rec["gpuprio"]:
+                part.update(ok=False, error="preloaded=%s in a %s run" % (js.get("preloaded"),
+                                                                          "gpuprio" if rec["gpuprio"] else "native"))
+            elif rec["gpuprio"] and js.get("env_priority") != role:
+                part.update(ok=False, error="GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role))
+            elif role == "low" and a.high_result is not None and js.get("stopped_by") not in ("peer", "stop-file"):
+                part.update(ok=False, error="the low process stopped by %r, not by the high process"
+                                            % js.get("stopped_by"))
+        if not part["ok"]:
+            errors.append("%s: %s" % (role, part.get("error", "failed")))
+        rec[role] = part
+    rec["ok"] = not errors and ("high" in rec or "low" in rec)
+    if errors:
+        rec["error"] = "; ".join(errors)
+    return rec
+
+
+def js_of(r, role):
+    return (r.get(role) or {}).get("json") or {}
+
+
+def low_rate(r):
+    if not r.get("ok"):
+        return None
+    if r["config"] == "low-alone":
+        return js_of(r, "low").get("own_images_per_s")
+    if r["config"] in ("native", "gpuprio"):
+        return js_of(r, "high").get("low_images_per_s")
+    return None
+
+
+def brief(rec):
+    if rec.get("skipped"):
+        return "skipped"
+    h = js_of(rec, "high")
+    bits = []
+    if rec.get("ok") and h.get("p50_ms") is not None:
+        bits.append("n=%s p50=%.3f p99=%.3f ms" % (h.get("requests_done"), h["p50_ms"], h["p99_ms"]))
+    lr = low_rate(rec)
+    if lr is not None:
+        bits.append("low=%.1f img/s" % lr)
+    if h.get("cut_short"):
+        bits.append("cut short")
+    if not rec.get("ok"):
+        bits.append("FAILED: %s" % (rec.get("error") or "")[:200])
+    return " ".join(bits)
+
+
+def spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def fmt_spread(s, spec):
+    if not s or s["median"] is None:
+        return "-"
+    if s["n"] == 1:
+        return format(s["median"], spec)
+    return "%s [%s-%s]" % (format(s["median"], spec), format(s["min"], spec), format(s["max"], spec))
+
+
+def build(runs):
+    rows = {}
+    for c in CONFIG_ORDER:
+        rs = [r for r in runs if r["config"] == c]
+        good = [r for r in rs if r.get("ok")]
+        lat = [v for r in good for v in js_of(r, "high").get("latency_ms", [])]
+        rows[c] = {
+            "runs": len(rs), "ok": len(good), "errors": [r.get("error") for r in rs if not r.get("ok")],
+            "cut_short": sum(1 for r in good if js_of(r, "high").get("cut_short")),
+            "requests": len(lat),
+            "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "max_ms": max(lat) if lat else None,
+            "round_p50_ms": spread([js_of(r, "high").get("p50_ms") for r in good]),
+            "round_p99_ms": spread([js_of(r, "high").get("p99_ms") for r in good]),
+            "low_images_per_s": spread([low_rate(r) for r in good]),
+            "low_batches_in_window": spread([js_of(r, "high").get("low_batches_in_window") for r in good
+                                             if c in ("native", "gpuprio")]),
+        }
+    alone, low_alone = rows["alone"], rows["low-alone"]["low_images_per_s"]["median"]
+    for c, row in rows.items():
+        row["p50_vs_alone"] = ratio(row["p50_ms"], alone["p50_ms"])
+        row["p99_vs_alone"] = ratio(row["p99_ms"], alone["p99_ms"])
+        row["round_p99_vs_alone"] = spread([ratio(js_of(r, "high").get("p99_ms"), alone["p99_ms"])
+                                            for r in runs if r["config"] == c and r.get("ok")])
+        row["low_vs_low_alone"] = ratio(row["low_images_per_s"]["median"], low_alone)
+        row["round_low_vs_low_alone"] = spread([ratio(low_rate(r), low_alone)
+                                                for r in runs if r["config"] == c and r.get("ok")])
+    hj = next((js_of(r, "high") for r in runs if r.get("ok") and js_of(r, "high")), {})
+    lj = next((js_of(r, "low") for r in runs if r.get("ok") and js_of(r, "low")), {})
+    impls = sorted({js_of(r, role).get("impl") for r in runs for role in ("high", "low") if js_of(r, role).get("impl")})
+    meta = {
+        "device": hj.get("device") or lj.get("device"), "torch": hj.get("torch") or lj.get("torch"), "impl": impls,
+        "high_model": hj.get("model"), "high_dtype": hj.get("dtype"), "rate_per_s": hj.get("rate_per_s"),
+        "requests_per_round": hj.get("requests"), "low_model": lj.get("model"), "low_dtype": lj.get("dtype"),
+        "low_batch": lj.get("batch"), "image_size": hj.get("image_size") or lj.get("image_size"),
+        "low_max_memory_gb": lj.get("max_memory_allocated_gb"),
+        "rounds": max((r["round"] for r in runs), default=0),
+    }
+    return {"bench": "torch_two_process", "meta": meta, "rows": rows,
+            "runs": [strip_latencies(r) for r in runs]}
+
+
+def strip_latencies(r):
+    """The runs as recorded, less the per-request latency lists (the report's pooled figures hold them)."""
+    r = json.loads(json.dumps(r))
+    for role in ("high", "low"):
+        js = js_of(r, role)
+        if "latency_ms" in js:
+            js["latency_ms_count"] = len(js.pop("latency_ms"))
+    return r
+
+
+def text(rep):
+    m = rep["meta"]
+    lines = [
+        "PyTorch, two processes on %s (torch %s; models: %s)" % (m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
+        "high: %s batch 1 %s, open loop at %s requests/s, %s measured per round; latency from the due time to the "
+        "logits on the host" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"]),
+        "low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
+        % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]),
+        "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
+        "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s)",
+    ]
+    hdr = "%-10s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
+        "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "round p50 ms", "round p99 ms",
+        "low images/s", "low/low-alone")
+    lines += [hdr, "-" * len(hdr)]
+    for c in CONFIG_ORDER:
+        row = rep["rows"][c]
+        if not row["runs"]:
+            continue
+        lines.append("%-10s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
+            c, "%d/%d" % (row["ok"], row["runs"]), row["requests"] or "-", fmt(row["p50_ms"], ".3f"),
+            fmt(row["p99_ms"], ".3f"), fmt(row["max_ms"], ".3f"), fmt(row["p50_vs_alone"], ".2f"),
+            fmt(row["p99_vs_alone"], ".2f"), fmt_spread(row["round_p50_ms"], ".3f"),
+            fmt_spread(row["round_p99_ms"], ".3f"), fmt_spread(row["low_images_per_s"], ".1f"),
+            fmt_spread(row["round_low_vs_low_alone"], ".3f")))
+        if row["cut_short"]:
+            lines.append("           (%d run(s) cut short by --max-seconds)" % row["cut_short"])
+        if row["requests"] and row["requests"] < 1000 and c != "low-alone":
+            lines.append("           (fewer than 1000 measured requests: p99 rests on few samples)")
+        for err in row["errors"]:
+            lines.append("           failed: %s" % (err or "")[:160])
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for role in ("high", "low"):
+        s = sub.add_parser(role)
+        s.add_argument("--result", required=True)
+        s.add_argument("--peer")
+        s.add_argument("--device", default="cuda")
+        s.add_argument("--dtype", choices=["fp16", "fp32"], default="fp16")
+        s.add_argument("--impl", choices=["auto", "torchvision", "builtin"], default="auto")
+        s.add_argument("--image-size", type=int, default=224)
+        if role == "high":
+            s.add_argument("--rate", type=float, default=20.0)
+            s.add_argument("--requests", type=int, default=340)
+            s.add_argument("--warmup", type=int, default=50)
+            s.add_argument("--warm-releases", type=int, default=20)
+            s.add_argument("--max-seconds", type=float, default=30.0)
+            s.add_argument("--peer-wait-s", type=float, default=60.0)
+        else:
+            s.add_argument("--batch", type=int, default=1024)
+            s.add_argument("--warmup-batches", type=int, default=3)
+            s.add_argument("--seconds", type=float, default=12.0)
+            s.add_argument("--stop-file")
+    r = sub.add_parser("record")
+    r.add_argument("--config", required=True)
+    r.add_argument("--round", required=True)
+    r.add_argument("--gpuprio", default="0")
+    r.add_argument("--skip")
+    for role in ("high", "low"):
+        r.add_argument("--%s-result" % role)
+        r.add_argument("--%s-err" % role)
+        r.add_argument("--%s-rc" % role, default="-1")
+    sub.add_parser("brief")
+    rp = sub.add_parser("report")
+    rp.add_argument("runs")
+    rp.add_argument("out_json")
+    rp.add_argument("out_txt")
+    a = p.parse_args()
+
+    if a.cmd in ("high", "low"):
+        return run_role(a)
+    if a.cmd == "record":
+        print(json.dumps(make_record(a)))
+        return 0
+    if a.cmd == "brief":
+        try:
+            print(brief(json.loads(sys.stdin.read())))
+        except ValueError:
+            print("(no record)")
+        return 0
+    runs = []
+    with open(a.runs) as fh:
+        for line in fh:
+            if line.strip():
+                runs.append(json.loads(line))
+    rep = build(runs)
+    with open(a.out_json, "w") as fh:
+        json.dump(rep, fh, indent=1)
+        fh.write("\n")
+    with open(a.out_txt, "w") as fh:
+        fh.write(text(rep))
+    native_failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
+    for r in native_failed:
+        print("torch_two_process: native run failed: %s round %s: %s" % (r["config"], r["round"], r.get("error")),
+              file=sys.stderr)
+    return 1 if native_failed or not runs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Records and tabulates the runs of run_two_process_bench.sh (interference, two processes).
+
+usage:
+  two_process_report.py record --group L --config C --round R --mps 0|1 --gpuprio 0|1
+                               [--high-out F --high-err F --high-rc N] [--low-out F --low-err F --low-rc N]
+                               [--skip REASON]            one JSON record on stdout
+  two_process_report.py brief  < RECORD                   one line of figures for the progress log
+  two_process_report.py report RUNS.jsonl OUT.json OUT.txt
+
+A record holds the JSON line each process printed ("high", "low"), its exit code and stderr tail,
+and whether the run counts (ok). In a pair the figures come from the high process: its latency and
+the low kernels it counted over its own measured window (the low process publishes its counter
+through the peer file); the low process's own JSON must be ok too (it ran, and stopped because the
+high process told it to), otherwise the window may not have been full.
+
+Per L the report gives, over rounds: the median and the spread (min-max) of high p50 and p99 for
+native / gpuprio, and once for alone (which has no L); p99 / alone (against the median of all
+alone runs); the low rate of native and gpuprio against the median of this L's low-alone runs,
+and against low alone x (1 - the high chain's busy share). The busy share is the chain's GPU time per period, taken from the alone
+runs: median chain latency / period (latency includes the launch and the synchronize's return, so
+it slightly overstates the GPU time and the expected low rate is slightly low). Targets are printed
+beside: gpuprio p99 / alone <= 1.5 at L = 0.2 ms and <= 2.0 at L = 2 ms; gpuprio low >= 90% of
+low alone x (1 - busy).
+Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded, not an error).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+PAIR_CONFIGS = ["low-alone", "native", "gpuprio"]  # per L; "alone" and "alone-gpuprio" have no L
+P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
+LOW_TARGET = 0.90  # gpuprio low rate / (low alone x (1 - busy)) at least
+
+
+# --- record ---
+
+def read_part(out_path, err_path, rc):
+    """One process's part of a record: its JSON line (if any), exit code, stderr tail."""
+    part = {"rc": rc}
+    try:
+        out = open(out_path, errors="replace").read()
+    except OSError as e:
+        out = ""
+        part["error"] = "no stdout: %s" % e
+    try:
+        err = open(err_path, errors="replace").read()
+    except OSError:
+        err = ""
+    js = None
+    for line in out.splitlines():
+        if line.startswith("{"):
+            try:
+                js = json.loads(line)
+            except ValueError:
+                pass
+    part["json"] = js
+    part["stderr_tail"] = err[-1500:]
+    part["ok"] = bool(js and js.get("ok")) and rc == 0
+    if not part["ok"]:
+        if js and js.get("error"):
+            part["error"] = js["error"]
+        elif rc in (124, 137):
+            part["error"] = "timed out"
+        elif not part.get("error"):
+            tail = [l for l in err.splitlines() if l.strip()]
+            part["error"] = "rc %s: %s" % (rc, tail[-1] if tail else "no output")
+        if rc in (124, 137) and "timed out" not in part["error"]:
+            part["error"] += " (timed out)"
+        part["stdout_tail"] = out[-500:]
+    return part
+
+
+def make_record(a):
+    rec = {"group_low_ms": float(a.group), "config": a.config, "round": int(a.round), "mps": bool(int(a.mps)),
+           "gpuprio": bool(int(a.gpuprio))}
+    if a.skip:
+        rec.update(ok=False, skipped=True, error=a.skip)
+        return rec
+    errors = []
+    for role in ("high", "low"):
+        out = getattr(a, role + "_out")
+        if out is None:
+            continue
+        part = read_part(out, getattr(a, role + "_err"), int(getattr(a, role + "_rc")))
+        js = part.get("json") or {}
+        # Under gpuprio both processes must have had the library and their priority; natively neither.
+        if part["ok"]:
+            want = rec["gpuprio"]
+            if bool(js.get("preloaded")) != want:
+                part["ok"] = False
+                part["error"] = "preloaded=%s in a %s run" % (js.get("preloaded"), "gpuprio" if want else "native")
+            elif want and js.get("env_priority") != role:
+                part["ok"] = False
+                part["error"] = "GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role)
+        if part["ok"] and role == "low" and "high" in rec and js.get("low_stopped_by") not in ("peer", "stop-file"):
+            part["ok"] = False
+            part["error"] = "the low process stopped by %r, not by the high process" % js.get("low_stopped_by")
+        if not part["ok"]:
+            errors.append("%s: %s" % (role, part.get("error", "failed")))
+        rec[role] = part
+    rec["ok"] = not errors and ("high" in rec or "low" in rec)
+    if errors:
+        rec["error"] = "; ".join(errors)
+    return rec
+
+
+# --- figures of one record ---
+
+def high_js(r):
+    return (r.get("high") or {}).get("json") or {}
+
+
+def low_js(r):
+    return (r.get("low") or {}).get("json") or {}
+
+
+def fig(r, key):
+    """A figure of an ok record: latency from the high process, the low rate from the window the high
+    process measured (pairs) or from the low process's own window (low alone)."""
+    if not r.get("ok"):
+        return None
+    if key == "low_per_s":
+        if r["config"] == "low-alone":
+            return low_js(r).get("low_own_per_s")
+        if r["config"] in ("native", "gpuprio"):
+            return high_js(r).get("low_kernels_per_s")
+        return None
+    if r["config"] == "low-alone":
+        return None
+    return high_js(r).get(key)
+
+
+def brief(rec):
+    if rec.get("skipped"):
+        return "skipped"
+    bits = []
+    for key, label, spec in (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
+                             ("low_per_s", "low/s", ".1f")):
+        v = fig(rec, key)
+        if v is not None:
+            bits.append("%s=%s" % (label, format(v, spec)))
+    h = high_js(rec)
+    if h.get("cut_short"):
+        bits.append("cut short (n=%s)" % h.get("releases_done"))
+    if not rec.get("ok"):
+        bits.append("FAILED: %s" % (rec.get("error") or "")[:160])
+    return " ".join(bits)
+
+
+# --- report ---
+
+def ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def fmt_spread(s, spec):
+    if not s or s["median"] is None:
+        return "-"
+    if s["n"] == 1:
+        return format(s["median"], spec)
+    return "%s [%s-%s]" % (format(s["median"], spec), format(s["min"], spec), format(s["max"], spec))
+
+
+def config_entry(rs, alone_p50, alone_p99, low_alone, expected_low):
+    """Medians and spreads over the runs of one configuration (one L, or the alone runs)."""
+    return {
+        "runs": len(rs),
+        "ok": sum(1 for r in rs if r.get("ok")),
+        "errors": [r.get("error") for r in rs if not r.get("ok")],
+        "cut_short": sum(1 for r in rs if r.get("ok") and high_js(r).get("cut_short")),
+        "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
+        "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
+        "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
+        "p50_vs_alone": spread([ratio(fig(r, "high_p50_ms"), alone_p50) for r in rs]),
+        "p99_vs_alone": spread([ratio(fig(r, "high_p99_ms"), alone_p99) for r in rs]),
+        "low_per_s": spread([fig(r, "low_per_s") for r in rs]),
+        "low_vs_low_alone": spread([ratio(fig(r, "low_per_s"), low_alone) for r in rs]),
+        "low_vs_expected": spread([ratio(fig(r, "low_per_s"), expected_low) for r in rs
+                                   if r["config"] != "low-alone"]),
+    }
+
+
+def build(runs):
+    measured = [r for r in runs if r["config"] != "calibrate"]
+    period = next((high_js(r).get("period_ms") for r in runs if r.get("ok") and high_js(r).get("period_ms")), None)
+    # The alone chain does not depend on L: one baseline for every L, from all alone runs.
+    alone_runs = [r for r in measured if r["config"] == "alone"]
+    alone_p50 = spread([fig(r, "high_p50_ms") for r in alone_runs])["median"]
+    alone_p99 = spread([fig(r, "high_p99_ms") for r in alone_runs])["median"]
+    chain_ms = spread([fig(r, "high_mean_ms") for r in alone_runs])
+    busy = ratio(chain_ms["median"], period)
+
+    groups = []
+    for low in sorted({r["group_low_ms"] for r in measured if r["config"] in PAIR_CONFIGS}):
+        by_cfg = {c: [r for r in measured if r["group_low_ms"] == low and r["config"] == c] for c in PAIR_CONFIGS}
+        low_alone = spread([fig(r, "low_per_s") for r in by_cfg["low-alone"]])["median"]
+        expected_low = low_alone * (1 - busy) if low_alone is not None and busy is not None else None
+        g = {"low_ms": low, "low_alone_per_s": low_alone, "expected_low_per_s": expected_low,
+             "configs": {c: config_entry(rs, alone_p50, alone_p99, low_alone, expected_low) for c, rs in by_cfg.items()}}
+        targets = []
+        gp = g["configs"]["gpuprio"]
+        limit = next((v for k, v in P99_TARGETS.items() if abs(k - low) < 1e-9), None)
+        if limit is not None:
+            m = gp["p99_vs_alone"]["median"]
+            targets.append({"what": "gpuprio high p99 / alone <= %g" % limit, "value": m,
+                            "met": None if m is None else m <= limit})
+        m = gp["low_vs_expected"]["median"]
+        targets.append({"what": "gpuprio low >= %d%% of low alone x (1 - busy)" % round(LOW_TARGET * 100), "value": m,
+                        "met": None if m is None else m >= LOW_TARGET})
+        g["targets"] = targets
+        groups.append(g)
+
+    first_high = next((high_js(r) for r in runs if r.get("ok") and high_js(r)), {})
+    first_low = next((low_js(r) for r in runs if r.get("ok") and low_js(r)), {})
+    meta = {k: first_high.get(k) for k in ("device", "sms", "chain", "high_us", "period_ms", "releases", "warmup",
+                                           "driver_version")}
+    meta.update({k: first_low.get(k) for k in ("low_batch", "low_blocks_per_sm", "low_threads", "low_fill",
+                                               "low_smem_per_block", "low_resident_blocks_per_sm")})
+    cal = next((r for r in runs if r["config"] == "calibrate"), None)
+    meta["cycles_per_us"] = high_js(cal).get("cycles_per_us") if cal else None
+    meta["calibration_ok"] = bool(cal and cal.get("ok"))
+    meta["mps"] = any(r.get("mps") for r in runs)
+    meta["rounds"] = max((r["round"] for r in measured), default=0)
+    return {
+        "bench": "two_process_mps" if meta["mps"] else "two_process",
+        "meta": meta,
+        "chain_ms_alone": chain_ms,
+        "busy_share": busy,
+        "alone": config_entry(alone_runs, alone_p50, alone_p99, None, None),
+        "alone_gpuprio": config_entry([r for r in measured if r["config"] == "alone-gpuprio"], alone_p50, alone_p99,
+                                      None, None),
+        "groups": groups,
+        "runs": runs,
+    }
+
+
+ROW = "%-5s %-13s %5s %-26s %-26s %-22s %-26s %-20s %-18s"
+
+
+def row_line(label, cfg, e):
+    return ROW % (label, cfg, "%d/%d" % (e["ok"], e["runs"]), fmt_spread(e["high_p50_ms"], ".3f"),
+                  fmt_spread(e["high_p99_ms"], ".3f"), fmt_spread(e["p99_vs_alone"], ".2f"),
+                  fmt_spread(e["low_per_s"], ".1f"), fmt_spread(e["low_vs_low_alone"], ".3f"),
+                  fmt_spread(e["low_vs_expected"], ".3f"))
+
+
+def text(rep):
+    m = rep["meta"]
+    lines = []
+    lines.append("Interference, two processes%s: %s x %s us chain every %s ms on %s (%s SMs), %s rounds"
+                 % (" under MPS" if m["mps"] else " (no MPS: time-sliced)", m["chain"], m["high_us"], m["period_ms"],
+                    m["device"], m["sms"], m["rounds"]))
+    lines.append("low: %s x SMs blocks of %s threads, fill=%s (smem/block %s, resident blocks/SM %s), batches of %s; "
+                 "clock %s cycles/us (one calibration, alone)"
+                 % (m["low_blocks_per_sm"], m["low_threads"], m["low_fill"], m["low_smem_per_block"],
+                    m["low_resident_blocks_per_sm"], m["low_batch"], fmt(m["cycles_per_us"], ".1f")))
+    c = rep["chain_ms_alone"]
+    lines.append("high busy share = chain alone %s ms / %s ms period = %s"
+                 % (fmt_spread(c, ".3f"), m["period_ms"], fmt(rep["busy_share"], ".3f")))
+    lines.append("values: median over rounds [min-max]; p99/alone against the median p99 of all alone runs; "
+                 "low against low alone of the same L, and against low alone x (1 - busy)")
+    hdr = ROW % ("L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low kernels/s", "low/low-alone",
+                 "low/(al*(1-busy))")
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+
+    def add(label, cfg, e):
+        if not e["runs"]:
+            return
+        lines.append(row_line(label, cfg, e))
+        if e["cut_short"]:
+            lines.append("      (%d of these cut short by max-seconds: fewer releases)" % e["cut_short"])
+        for err in e["errors"]:
+            lines.append("      failed: %s" % (err or "")[:150])
+
+    add("-", "alone", rep["alone"])
+    add("-", "alone-gpuprio", rep["alone_gpuprio"])
+    for g in rep["groups"]:
+        for cfg in PAIR_CONFIGS:
+            add(format(g["low_ms"], "g"), cfg, g["configs"][cfg])
+    lines.append("")
+    lines.append("targets (gpuprio, medians over rounds):")
+    for g in rep["groups"]:
+        for t in g["targets"]:
+            state = "no data" if t["met"] is None else ("met" if t["met"] else "MISSED")
+            lines.append("  L=%-5s %-46s %8s  %s" % (format(g["low_ms"], "g"), t["what"], fmt(t["value"], ".3f"), state))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--group", required=True)
+    r.add_argument("--config", required=True)
+    r.add_argument("--round", required=True)
+    r.add_argument("--mps", default="0")
+    r.add_argument("--gpuprio", default="0")
+    r.add_argument("--skip")
+    for role in ("high", "low"):
+        r.add_argument("--%s-out" % role)
+        r.add_argument("--%s-err" % role)
+        r.add_argument("--%s-rc" % role, default="-1")
+    sub.add_parser("brief")
+    rp = sub.add_parser("report")
+    rp.add_argument("runs")
+    rp.add_argument("out_json")
+    rp.add_argument("out_txt")
+    a = p.parse_args()
+
+    if a.cmd == "record":
+        print(json.dumps(make_record(a)))
+        return 0
+    if a.cmd == "brief":
+        try:
+            print(brief(json.loads(sys.stdin.read())))
+        except ValueError:
+            print("(no record)")
+        return 0
+
+    runs = []
+    with open(a.runs) as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                runs.append(json.loads(line))
+    rep = build(runs)
+    with open(a.out_json, "w") as fh:
+        json.dump(rep, fh, indent=1)
+        fh.write("\n")
+    with open(a.out_txt, "w") as fh:
+        fh.write(text(rep))
+    native_failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
+    for r in native_failed:
+        print("two_process_report: native run failed: L=%s %s round %s: %s"
+              % (r["group_low_ms"], r["config"], r["round"], r.get("error", "")), file=sys.stderr)
+    return 1 if native_failed or not runs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
