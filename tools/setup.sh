@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs everything gpuprio's build and tests need on Debian 12, idempotently:
-# Debian packages (Bazel 4.2.3, its rule sets, Catch2, nlohmann/json for tests) and Abseil's
-# source from Debian's archive, unpacked into third_party/abseil-src (git-ignored) without
-# touching /etc/apt.
+# Debian packages (Bazel 4.2.3, its rule sets, Catch2, nlohmann/json and tmux for tests) and
+# Abseil's source from Debian's archive, unpacked into third_party/abseil-src (git-ignored)
+# without touching /etc/apt.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
+# tmux: the terminal in which //tests/tools:top_test runs `gpuprio top`'s live view.
 packages=(bazel-bootstrap bazel-rules-java bazel-skylib bazel-platforms catch2 clang g++ python3
-          nlohmann-json3-dev)
+          nlohmann-json3-dev tmux)
 absl_version="20220623.1"
 absl_dir="$repo/third_party/abseil-src"
 cuda="${CUDA_HOME:-/usr/local/cuda}"

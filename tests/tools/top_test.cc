@@ -174,6 +174,9 @@ TEST_CASE("gpuprio top --json reports each live slot, its rates and percentiles"
   // Slot 4: this pid with another start time: the pid was reused, its publisher is dead.
   json reused = OwnSlot(4, "reused");
   reused["start_time_ticks"] = own_start + 1;
+  // Slot 13: its owner could not read its own start time (0): only the pid is compared.
+  json no_start_time = OwnSlot(13, "nostart");
+  no_start_time["start_time_ticks"] = 0;
   // Slot 7 is being claimed and slot 9 is free (with garbage in it): neither is shown.
   json claimed = OwnSlot(7, "claiming");
   claimed["state"] = 1;
@@ -205,11 +208,12 @@ TEST_CASE("gpuprio top --json reports each live slot, its rates and percentiles"
   WriteSegment(first, name,
                {{"uuid", kUuid}, {"header", header},
                 {"slots", {busy, dead, other_namespace, reused, claimed, free_slot,
-                           before_claim, fast, slow, backwards}}});
+                           before_claim, fast, slow, backwards, no_start_time}}});
   WriteSegment(next, name,
                {{"uuid", kUuid}, {"header", header},
                 {"slots", {busy_next, dead, other_namespace, reused, claimed, free_slot,
-                           after_claim, fast_next, slow_next, backwards_next, newcomer}}});
+                           after_claim, fast_next, slow_next, backwards_next, newcomer,
+                           no_start_time}}});
 
   const json report = TopJson({"--interval", "0.3", "--shm-dir", first, "--next-shm-dir", next});
   INFO(report.dump(1));
@@ -225,7 +229,7 @@ TEST_CASE("gpuprio top --json reports each live slot, its rates and percentiles"
   CHECK(gpu.at("shared_with") == "user");
   CHECK(gpu.at("owner_id") == getuid());
   CHECK(gpu.at("priority_high_water") == 1);
-  CHECK(gpu.at("processes").size() == 9);
+  CHECK(gpu.at("processes").size() == 10);
   CHECK_FALSE(HasSlot(gpu, 7));
   CHECK_FALSE(HasSlot(gpu, 9));
 
@@ -269,6 +273,7 @@ TEST_CASE("gpuprio top --json reports each live slot, its rates and percentiles"
   CHECK(BySlot(gpu, 3).at("liveness") == "other-pid-namespace");
   CHECK(BySlot(gpu, 4).at("liveness") == "dead");
   CHECK(BySlot(gpu, 4).at("liveness_detail") == "pid reused by another process");
+  CHECK(BySlot(gpu, 13).at("liveness") == "alive");
 
   const json& p8 = BySlot(gpu, 8);
   CHECK(p8.at("ops_total") == 20);
@@ -347,6 +352,10 @@ TEST_CASE("gpuprio top ignores a bad segment with one line naming why, and goes 
   const std::vector<std::pair<json, std::string>> bad = {
       {{{"random_bytes", 7}}, "is not b'gpuprioS': not a gpuprio segment"},
       {{{"truncate_to", 100000}}, "is 100000 bytes, not 266240"},
+      {{{"truncate_to", 0}}, "is empty: its creator has not set it up yet"},
+      {{{"header", {{"magic", std::string(8, '\0')}}}},
+       "is not ready: its creator has not filled in the header yet"},
+      {{{"mode", "0644"}}, "has mode 0644, not 0600: others could write it"},
       {{{"header", {{"layout_version", 2}}}}, "layout version 2; this gpuprio reads version 1"},
       {{{"header", {{"magic", "gpuprioX"}}}}, "its magic b'gpuprioX' is not b'gpuprioS'"},
       {{{"header", {{"slot_count", 63}}}}, "its slot_count is 63, not 64"},
@@ -374,6 +383,18 @@ TEST_CASE("gpuprio top ignores a bad segment with one line naming why, and goes 
     WriteSegment(dir, name, spec);
     expected.emplace_back(dir + "/" + name, bad[i].second);
   }
+  // A group's segment whose file belongs to another group: whoever wrote it was not its member.
+  const std::string foreign =
+      absl::StrCat("gpuprio-v1-g", getgid() + 1, "-default-", std::string(32, 'f'));
+  WriteSegment(dir, foreign, {{"uuid", std::string(32, 'f')}, {"mode", "0640"}});
+  expected.emplace_back(dir + "/" + foreign,
+                        absl::StrCat("belongs to gid ", getgid(), ", but its name says g",
+                                     getgid() + 1));
+  // A group's segment that others may write.
+  const std::string open_group =
+      absl::StrCat("gpuprio-v1-g", getgid(), "-default-", std::string(32, 'e'));
+  WriteSegment(dir, open_group, {{"uuid", std::string(32, 'e')}, {"mode", "0666"}});
+  expected.emplace_back(dir + "/" + open_group, "has mode 0666, not 0660");
   // Not files a segment could be: a FIFO must not hang top, a link is not followed.
   const std::string fifo = dir + "/" + SegmentName(std::string(32, 'b'));
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
@@ -621,7 +642,7 @@ size_t LongestLine(const std::string& screen) {
   return longest;
 }
 
-TEST_CASE("gpuprio top redraws in a terminal, follows resizes and quits on q and Ctrl-C",
+TEST_CASE("gpuprio top redraws in a terminal, follows resizes, suspends, quits on q and Ctrl-C",
           "[cli][top][tmux]") {
   const std::string tmux_path = FindOnPath("tmux");
   if (tmux_path.empty()) {
@@ -637,7 +658,8 @@ TEST_CASE("gpuprio top redraws in a terminal, follows resizes and quits on q and
                     "env PS1='$ ' /bin/sh"});
   INFO(started.stderr_text);
   REQUIRE(started.exit_code == 0);
-  tmux.WaitFor([](const std::string& s) { return absl::StrContains(s, "$ "); });
+  // The prompt, "$ " (capture-pane drops the trailing blank).
+  tmux.WaitFor([](const std::string& s) { return HasLineStartingWith(s, "$"); });
   // "top""-exited-": only the output, not the typed command, holds "top-exited-".
   const std::string run = absl::StrCat(Cli(), " top --interval 0.2 --shm-dir ", dir,
                                        "; echo \"top\"\"-exited-$?\"");
@@ -688,6 +710,32 @@ TEST_CASE("gpuprio top redraws in a terminal, follows resizes and quits on q and
   CHECK(HasLineStartingWith(screen, "top-exited-0"));
   CHECK_FALSE(absl::StrContains(screen, "Traceback"));
   CHECK_FALSE(absl::StrContains(screen, "KeyboardInterrupt"));
+
+  // Ctrl-Z: the shell gets its screen and terminal back while top is stopped; fg resumes the
+  // live view with a full redraw.
+  const std::string top_only = absl::StrCat(Cli(), " top --interval 0.2 --shm-dir ", dir);
+  tmux.Type("clear; " + top_only);
+  tmux.WaitFor([&](const std::string& s) { return absl::StrContains(s, own_row); });
+  REQUIRE(tmux.Command({"send-keys", "-t", "top", "C-z"}).exit_code == 0);
+  screen = tmux.WaitFor([](const std::string& s) { return absl::StrContains(s, "Stopped"); });
+  INFO("screen after Ctrl-Z:\n" << screen);
+  CHECK(absl::StrContains(screen, "Stopped"));
+  CHECK_FALSE(absl::StrContains(screen, "q quits"));
+  // The echo is typed with fg, not after q: keys typed while top still holds the terminal in
+  // non-canonical mode would reach the shell without a line end.
+  tmux.Type("clear; fg; echo \"top\"\"-exited-$?\"");
+  screen = tmux.WaitFor([&](const std::string& s) {
+    return absl::StrContains(s, "q quits") && absl::StrContains(s, own_row);
+  });
+  INFO("screen after fg:\n" << screen);
+  CHECK(absl::StartsWith(screen, "gpuprio top - "));
+  CHECK(absl::StrContains(screen, own_row));
+  REQUIRE(tmux.Command({"send-keys", "-t", "top", "q"}).exit_code == 0);
+  screen = tmux.WaitFor(
+      [](const std::string& s) { return HasLineStartingWith(s, "top-exited-"); });
+  INFO("screen after q:\n" << screen);
+  CHECK(HasLineStartingWith(screen, "top-exited-0"));
+  CHECK_FALSE(absl::StrContains(screen, "Traceback"));
 
   // The terminal is as top found it: canonical input and echo back on.
   tmux.Type(
