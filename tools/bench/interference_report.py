@@ -16,17 +16,9 @@ import json
 import statistics
 import sys
 
+from bench_stats import fmt, ratio
+
 CONFIG_ORDER = ["alone", "none", "stream", "gpuprio", "alone-gpuprio"]
-
-
-def ratio(a, b):
-    if a is None or b is None or not b:
-        return None
-    return a / b
-
-
-def fmt(v, spec):
-    return "-" if v is None else format(v, spec)
 
 
 def main():

@@ -50,6 +50,8 @@ import sys
 import time
 import traceback
 
+from bench_stats import fmt, fmt_spread, ratio, spread
+
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
 OFF_MAGIC, OFF_SEQ, OFF_IMAGES, OFF_TDONE, OFF_STOP, OFF_PID, OFF_BATCHES = 0, 8, 16, 24, 32, 40, 48
@@ -477,29 +479,6 @@ def brief(rec):
     if not rec.get("ok"):
         bits.append("FAILED: %s" % (rec.get("error") or "")[:200])
     return " ".join(bits)
-
-
-def spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"n": 0, "median": None, "min": None, "max": None}
-    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-def ratio(a, b):
-    return None if a is None or not b else a / b
-
-
-def fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
-def fmt_spread(s, spec):
-    if not s or s["median"] is None:
-        return "-"
-    if s["n"] == 1:
-        return format(s["median"], spec)
-    return "%s [%s-%s]" % (format(s["median"], spec), format(s["min"], spec), format(s["max"], spec))
 
 
 def build(runs):

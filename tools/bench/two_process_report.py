@@ -27,8 +27,9 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import argparse
 import json
-import statistics
 import sys
+
+from bench_stats import fmt, fmt_spread, ratio, spread
 
 PAIR_CONFIGS = ["low-alone", "native", "gpuprio"]  # per L; "alone" and "alone-gpuprio" have no L
 P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
@@ -151,31 +152,6 @@ def brief(rec):
 
 
 # --- report ---
-
-def ratio(a, b):
-    if a is None or b is None or not b:
-        return None
-    return a / b
-
-
-def spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"n": 0, "median": None, "min": None, "max": None}
-    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-def fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
-def fmt_spread(s, spec):
-    if not s or s["median"] is None:
-        return "-"
-    if s["n"] == 1:
-        return format(s["median"], spec)
-    return "%s [%s-%s]" % (format(s["median"], spec), format(s["min"], spec), format(s["max"], spec))
-
 
 def config_entry(rs, alone_p50, alone_p99, low_alone, expected_low):
     """Medians and spreads over the runs of one configuration (one L, or the alone runs)."""
