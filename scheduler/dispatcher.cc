@@ -296,6 +296,13 @@ int Dispatcher::HighestLocalActive() const {
 void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   constexpr int64_t kMaintainIntervalNs = 10'000'000;
   coordinator_->Maintain(now_ns, kMaintainIntervalNs);
+  int64_t pending_ops = 0, pending_ns = 0, in_flight_ops = 0, in_flight_ns = 0;
+  for (const LevelCounts& c : counts_) {
+    pending_ops += c.pending;
+    pending_ns += c.pending_ns;
+    in_flight_ops += c.in_flight_ops;
+    in_flight_ns += c.in_flight_ns;
+  }
   const int local = HighestLocalActive();
   const int published = coordinator_->Active();
   if (local < published) {
@@ -304,21 +311,12 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
     // issued directly and not adopted) keeps the level up until the next round counts it: the
     // client raised the level before its seq_cst increment of queued_ or listing in direct_head_,
     // and this thread reads both after its seq_cst withdrawal.
-    int64_t pending = 0;
-    for (const LevelCounts& c : counts_) pending += c.pending;
-    if (queued_.load(std::memory_order_seq_cst) > pending ||
+    if (queued_.load(std::memory_order_seq_cst) > pending_ops ||
         direct_head_.load(std::memory_order_seq_cst) != nullptr) {
       coordinator_->RaiseActive(published);
     }
   } else if (local > published) {
     coordinator_->RaiseActive(local);
-  }
-  int64_t pending_ops = 0, pending_ns = 0, in_flight_ops = 0, in_flight_ns = 0;
-  for (const LevelCounts& c : counts_) {
-    pending_ops += c.pending;
-    pending_ns += c.pending_ns;
-    in_flight_ops += c.in_flight_ops;
-    in_flight_ns += c.in_flight_ns;
   }
   coordinator_->PublishQueue(pending_ops, pending_ns);
   coordinator_->PublishInFlight(in_flight_ops, in_flight_ns);

@@ -207,8 +207,7 @@ bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) {
     return false;
   }
   if (coordinator::GpuCoordinator* c = dispatcher->coordinator()) {
-    if (!c->PeersAllowDirect(priority, CoarseNowNs(), options_.ceiling_window_ns,
-                             options_.unbudgeted_priority)) {
+    if (!c->PeersAllowDirect(priority, options_.ceiling_window_ns, options_.unbudgeted_priority)) {
       return false;
     }
     dispatcher->PublishDirect(priority);

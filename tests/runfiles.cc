@@ -63,10 +63,8 @@ void Drain(int out_fd, int err_fd, std::string* out, std::string* err) {
 
 }  // namespace
 
-absl::StatusOr<ProcessResult> RunProcess(
-    const std::vector<std::string>& argv,
+std::vector<std::string> ChildEnvironment(
     const std::vector<std::pair<std::string, std::string>>& extra_env) {
-  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     absl::string_view entry(*e);
@@ -80,6 +78,14 @@ absl::StatusOr<ProcessResult> RunProcess(
     if (!replaced) env.emplace_back(entry);
   }
   for (const auto& [name, value] : extra_env) env.push_back(absl::StrCat(name, "=", value));
+  return env;
+}
+
+absl::StatusOr<ProcessResult> RunProcess(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& extra_env) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  const std::vector<std::string> env = ChildEnvironment(extra_env);
 
   std::vector<char*> cargv, cenv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));

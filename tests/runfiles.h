@@ -25,6 +25,11 @@ struct ProcessResult {
   std::string stderr_text;
 };
 
+// The environment of a child: this process's, with `extra_env` (NAME, VALUE pairs) replacing or
+// adding entries, as "NAME=VALUE" strings.
+std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& extra_env);
+
 // Runs argv[0] (a path) with argv, the current environment plus `extra_env` (NAME, VALUE pairs
 // replace existing values), and waits for it. Errors only if it could not be started.
 absl::StatusOr<ProcessResult> RunProcess(

@@ -108,13 +108,10 @@ void GpuCoordinator::RaiseTo(std::atomic<int32_t>& word, int value) {
 
 bool GpuCoordinator::RaiseActive(int priority) {
   if (released_.load(std::memory_order_relaxed)) return false;
-  std::atomic<int32_t>& word = slot_->active_priority;
-  int32_t seen = word.load(std::memory_order_seq_cst);
+  const int32_t seen = slot_->active_priority.load(std::memory_order_seq_cst);
   if (priority <= seen) return false;
-  const bool burst_begins = seen == kNoPriority;
-  while (priority > seen && !word.compare_exchange_weak(seen, priority, std::memory_order_seq_cst)) {
-  }
-  return burst_begins;
+  RaiseTo(slot_->active_priority, priority);
+  return seen == kNoPriority;
 }
 
 bool GpuCoordinator::NoteSubmit(int priority, int64_t now_ns) {
@@ -178,8 +175,7 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) c
   return state;
 }
 
-bool GpuCoordinator::PeersAllowDirect(int priority, int64_t now_ns, uint64_t window_ns,
-                                      int floor) const {
+bool GpuCoordinator::PeersAllowDirect(int priority, uint64_t window_ns, int floor) const {
   // The common case for the most important process: nothing anywhere above it, one load.
   if (priority >= segment_->header().priority_high_water.load(std::memory_order_relaxed)) {
     return true;
@@ -189,7 +185,7 @@ bool GpuCoordinator::PeersAllowDirect(int priority, int64_t now_ns, uint64_t win
           claims_seen_.load(std::memory_order_relaxed)) {
     return true;
   }
-  const PeerState peers = Peers(now_ns, window_ns, floor);
+  const PeerState peers = Peers(base::CoarseNowNs(), window_ns, floor);
   return priority >= peers.highest_active && priority >= peers.ceiling;
 }
 

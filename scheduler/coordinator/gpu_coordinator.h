@@ -44,8 +44,9 @@ class GpuCoordinator {
   // active work before.
   bool NoteSubmit(int priority, int64_t now_ns);
   // May a client issue work of `priority` itself? Not while another process has a more
-  // important level active or submitting within the window (floor: the unbudgeted level).
-  bool PeersAllowDirect(int priority, int64_t now_ns, uint64_t window_ns, int floor) const;
+  // important level active or submitting within the window (floor: the unbudgeted level). The
+  // clock is read only when some process published a level above `priority`.
+  bool PeersAllowDirect(int priority, uint64_t window_ns, int floor) const;
   void CountDirect() { slot_->ops_direct.fetch_add(1, std::memory_order_relaxed); }
   // Whether any other process is attached (refreshed by Maintain).
   bool PeersPresent() const { return peer_mask_.load(std::memory_order_relaxed) != 0; }
