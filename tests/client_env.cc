@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -30,7 +31,15 @@ void RemoveTestSegments() {
 
 }  // namespace
 
-std::string TestDomain() { return absl::StrCat("test-", getpid()); }
+std::string TestDomain() {
+  // The pid alone is not unique: Bazel runs tests in their own pid namespaces, where two test
+  // processes often have the same small pid, and their clients would then meet in one segment.
+  static const std::string domain = [] {
+    std::random_device random;
+    return absl::StrCat("test-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
+  }();
+  return domain;
+}
 
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
   absl::StatusOr<std::string> fake = Runfile("tests/fake_cuda/libcuda.so.1");

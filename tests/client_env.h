@@ -21,13 +21,15 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // removed when the test process exits); then `extra`. Fails if a runfile is missing.
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra = {});
 
-// The coordination domain of this test process's clients: "test-<pid>".
+// The coordination domain of this test process's clients: "test-<pid>-<random>", fixed for
+// the process.
 std::string TestDomain();
 
 // Every key=value token of `text` whose value is an integer.
 std::map<std::string, long> IntValues(const std::string& text);
 
-// The coordination domain of this test process's clients: "test-<pid>".
+// The coordination domain of this test process's clients: "test-<pid>-<random>", fixed for
+// the process.
 std::string TestDomain();
 
 // Every key=value token of `text`, the value up to the next space.

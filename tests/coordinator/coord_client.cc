@@ -4,7 +4,9 @@
 //   coord_client burst READY_FILE BURSTS PERIOD_US CHAIN KERNEL_US
 //       waits for READY_FILE, then BURSTS times: a chain of CHAIN sleep kernels of KERNEL_US on
 //       its stream and a stream sync, released every PERIOD_US; prints "burst BEGIN END" per
-//       chain (CLOCK_MONOTONIC ns: before the first launch; when its last kernel ended).
+//       chain (CLOCK_MONOTONIC ns: before the first launch; when its last kernel ended), then
+//       "busy START END" per kernel (before its launch; when it ended on the device): the times
+//       this process had work queued or in flight. A slow client thread leaves gaps between them.
 //   coord_client stream READY_FILE STOP_FILE KERNEL_US
 //       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
 //       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
@@ -56,17 +59,28 @@ int Burst(char** argv) {
   int64_t release = NowNs();
   for (int b = 0; b < bursts; ++b) {
     while (NowNs() < release) usleep(200);
-    const int64_t begin = NowNs();
-    for (int k = 0; k < chain; ++k) Launch(f, s, kernel_ns);
+    std::vector<int64_t> starts(chain);
+    for (int k = 0; k < chain; ++k) {
+      starts[k] = NowNs();
+      Launch(f, s, kernel_ns);
+    }
     CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
-    // The end of the burst's work on the device (what other processes wait for), not the
-    // sync's return, which a busy machine may delay by milliseconds.
-    int64_t end = 0;
-    fakecuda_exec_record last;
-    const uint64_t executed = fakecuda_exec_count();
-    Check(executed > 0 && fakecuda_get_exec(executed - 1, &last) == 0, "exec log");
-    end = static_cast<int64_t>(last.end_ns);
-    std::printf("burst %lld %lld\n", static_cast<long long>(begin), static_cast<long long>(end));
+    // When each kernel ended on the device (what other processes wait for), not the sync's
+    // return, which a busy machine may delay by milliseconds: the last `chain` sleep_ns
+    // executions (the log also holds the dispatcher's event records).
+    std::vector<int64_t> ends;
+    for (uint64_t i = fakecuda_exec_count(); i > 0 && static_cast<int>(ends.size()) < chain; --i) {
+      fakecuda_exec_record r;
+      Check(fakecuda_get_exec(i - 1, &r) == 0, "exec log");
+      if (std::strcmp(r.what, "sleep_ns") == 0) ends.insert(ends.begin(), r.end_ns);
+    }
+    Check(static_cast<int>(ends.size()) == chain, "the chain's executions");
+    std::printf("burst %lld %lld\n", static_cast<long long>(starts.front()),
+                static_cast<long long>(ends.back()));
+    for (int k = 0; k < chain; ++k) {
+      std::printf("busy %lld %lld\n", static_cast<long long>(starts[k]),
+                  static_cast<long long>(ends[k]));
+    }
     release = std::max(release + period_ns, NowNs());
   }
   std::fflush(stdout);

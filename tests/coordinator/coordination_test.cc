@@ -29,8 +29,6 @@
 #include "tests/client_env.h"
 #include "tests/runfiles.h"
 
-extern char** environ;
-
 namespace gpuprio_test {
 namespace {
 
@@ -59,16 +57,7 @@ class Client {
     const std::string base = absl::StrCat(TempDir(), "/client_", getpid(), "_", ++counter);
     out_ = base + ".out";
     err_ = base + ".err";
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const absl::string_view entry = *e;
-      bool replaced = false;
-      for (const auto& [name, value] : extra_env) {
-        replaced |= absl::StartsWith(entry, name + "=");
-      }
-      if (!replaced) env.emplace_back(entry);
-    }
-    for (const auto& [name, value] : extra_env) env.push_back(absl::StrCat(name, "=", value));
+    const std::vector<std::string> env = ChildEnvironment(extra_env);
     std::vector<char*> cargv, cenv;
     for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
@@ -119,11 +108,20 @@ struct Interval {
   int64_t begin, end;
 };
 
-std::vector<Interval> Bursts(const std::string& out) {
-  std::vector<Interval> bursts;
+// A high process's chain: the times it had work queued or in flight (from each launch to that
+// kernel's end on the device).
+struct Burst {
+  std::vector<Interval> busy;
+};
+
+std::vector<Burst> Bursts(const std::string& out) {
+  std::vector<Burst> bursts;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
-    if (f.size() == 3 && f[0] == "burst") bursts.push_back({std::stoll(f[1]), std::stoll(f[2])});
+    if (f.size() != 3) continue;
+    const Interval interval{std::stoll(f[1]), std::stoll(f[2])};
+    if (f[0] == "burst") bursts.emplace_back();
+    if (f[0] == "busy" && !bursts.empty()) bursts.back().busy.push_back(interval);
   }
   return bursts;
 }
@@ -138,13 +136,21 @@ std::vector<int64_t> Issues(const std::string& out) {
   return issues;
 }
 
-// The most launches of `issues` that began inside one burst, and their total.
-std::pair<int, int> IssuesInBursts(const std::vector<Interval>& bursts,
+// The most launches of `issues` that began while one burst's process had work queued or in
+// flight, and their total.
+std::pair<int, int> IssuesInBursts(const std::vector<Burst>& bursts,
                                    const std::vector<int64_t>& issues) {
   int most = 0, total = 0;
-  for (const Interval& b : bursts) {
+  for (const Burst& b : bursts) {
     int n = 0;
-    for (int64_t t : issues) n += t > b.begin && t < b.end;
+    for (int64_t t : issues) {
+      for (const Interval& busy : b.busy) {
+        if (t > busy.begin && t < busy.end) {
+          ++n;
+          break;
+        }
+      }
+    }
     most = std::max(most, n);
     total += n;
   }

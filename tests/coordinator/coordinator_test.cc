@@ -34,8 +34,10 @@ constexpr int kFloor = 0;
 class TestSegment {
  public:
   TestSegment() {
+    // Not the pid alone: tests in other pid namespaces may have the same one.
+    static const uint32_t process_tag = std::random_device()();
     static int counter = 0;
-    options_.domain = absl::StrCat("unit-", getpid(), "-", ++counter);
+    options_.domain = absl::StrCat("unit-", getpid(), "-", absl::Hex(process_tag), "-", ++counter);
     shm_unlink(Name().c_str());
   }
   ~TestSegment() { shm_unlink(Name().c_str()); }
@@ -98,15 +100,15 @@ TEST_CASE("Peers see each other's active level and recent submissions", "[coordi
   CHECK(high->slot_index() != low->slot_index());
   const int64_t now = base::SteadyNowNs();
   CHECK(low->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
-  CHECK(low->PeersAllowDirect(0, now, kWindow, kFloor));
+  CHECK(low->PeersAllowDirect(0, kWindow, kFloor));
 
   CHECK(high->NoteSubmit(1, now));  // a burst begins
   CHECK_FALSE(high->NoteSubmit(1, now));
   PeerState seen = low->Peers(now, kWindow, kFloor);
   CHECK(seen.highest_active == 1);
   CHECK(seen.ceiling == 1);
-  CHECK_FALSE(low->PeersAllowDirect(0, now, kWindow, kFloor));
-  CHECK(low->PeersAllowDirect(1, now, kWindow, kFloor));
+  CHECK_FALSE(low->PeersAllowDirect(0, kWindow, kFloor));
+  CHECK(low->PeersAllowDirect(1, kWindow, kFloor));
   // A process does not see itself.
   CHECK(high->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
 
@@ -294,7 +296,7 @@ TEST_CASE("Garbage in the slots is ignored, never trusted", "[coordinator]") {
     CHECK((seen.highest_active == kNoPriority ||
            (seen.highest_active >= kLowestPriority && seen.highest_active <= kHighestPriority)));
     c->Maintain(now, 0);
-    c->PeersAllowDirect(0, now, kWindow, kFloor);
+    c->PeersAllowDirect(0, kWindow, kFloor);
   }
 }
 
