@@ -124,6 +124,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
     // the level after it lists (all seq_cst), so one of the two sees the other.
     coordinator_->NoteSubmit(priority, now_ns);
+    direct_in_progress_.fetch_sub(1, std::memory_order_seq_cst);
     // Other processes wait on this work: a parked dispatcher must adopt it and watch for its end
     // (once per listing, not per op).
     if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst)) Wake();
@@ -307,11 +308,14 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   const int published = coordinator_->Active();
   if (local < published) {
     coordinator_->SetActive(local);
-    // Work a client published but this thread has not counted yet (still in the inbox, or
-    // issued directly and not adopted) keeps the level up until the next round counts it: the
-    // client raised the level before its seq_cst increment of queued_ or listing in direct_head_,
-    // and this thread reads both after its seq_cst withdrawal.
+    // Work a client published but this thread has not counted yet (in the inbox, being issued
+    // directly, or issued and not adopted) keeps the level up until the next round counts it.
+    // A client increments queued_ or direct_in_progress_ before it raises the level, and lists
+    // direct work before it decrements direct_in_progress_; this thread reads them in that order
+    // after its withdrawal (all seq_cst), so either it sees the work or the raise comes after
+    // the withdrawal.
     if (queued_.load(std::memory_order_seq_cst) > pending_ops ||
+        direct_in_progress_.load(std::memory_order_seq_cst) > 0 ||
         direct_head_.load(std::memory_order_seq_cst) != nullptr) {
       coordinator_->RaiseActive(published);
     }

@@ -52,8 +52,12 @@ class Dispatcher {
 
   // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
   // other processes sharing the GPU (NoteDirect wakes the dispatcher to watch the work's end).
+  // Until NoteDirect has listed the work, the issue counts as in progress, so the dispatcher does
+  // not withdraw the level meanwhile (a launch may take milliseconds on a loaded machine).
   void PublishDirect(int priority) {
-    if (coordinator_ != nullptr) coordinator_->RaiseActive(priority);
+    if (coordinator_ == nullptr) return;
+    direct_in_progress_.fetch_add(1, std::memory_order_seq_cst);
+    coordinator_->RaiseActive(priority);
   }
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
@@ -171,6 +175,8 @@ class Dispatcher {
   // Streams with work their clients issued directly and no completion mark behind it yet
   // (intrusive stack through StreamState::direct_next).
   std::atomic<StreamState*> direct_head_{nullptr};
+  // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
+  std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
   // Set by Wake (a client's direct work that other processes wait on): ends a park although
   // the inbox is empty.
