@@ -78,6 +78,10 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   env.ReadInteger("GPUPRIO_BUDGET_US", 1, 10'000'000, "an integer number of microseconds",
                   "using the default (2000)", &budget_us);
   config.budget_ns = static_cast<uint64_t>(budget_us) * 1000;
+  int64_t peer_budget_us = static_cast<int64_t>(config.peer_budget_ns / 1000);
+  env.ReadInteger("GPUPRIO_PEER_BUDGET_US", 1, 10'000'000, "an integer number of microseconds",
+                  "using the default (500)", &peer_budget_us);
+  config.peer_budget_ns = static_cast<uint64_t>(peer_budget_us) * 1000;
   env.ReadChoice<bool>("GPUPRIO_DIRECT_ISSUE", {{"1", true}, {"0", false}},
                        "using the default (1)", &config.direct_issue);
   int64_t max_queued = static_cast<int64_t>(config.max_queued);

@@ -29,6 +29,7 @@ struct Config {
   LogLevel log_level = LogLevel::kWarning;
   int default_priority = 0;          // GPUPRIO_PRIORITY: low | normal | high | -100..100
   uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
+  uint64_t peer_budget_ns = 500'000;  // GPUPRIO_PEER_BUDGET_US: 1..10000000 (below another process)
   bool direct_issue = true;          // GPUPRIO_DIRECT_ISSUE: 1 | 0 (the scheduler's fast path)
   uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
   // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
@@ -51,9 +52,10 @@ std::optional<int> ParsePriority(absl::string_view text);
 std::optional<int64_t> ResolveGroup(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
-// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_DIRECT_ISSUE, GPUPRIO_MAX_QUEUED and GPUPRIO_EXIT_TIMEOUT_MS
-// GPUPRIO_COORDINATE, GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad GPUPRIO_MODE gives passthrough; any other bad value gives
-// that variable's default.
+// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
+// GPUPRIO_DIRECT_ISSUE, GPUPRIO_MAX_QUEUED, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
+// GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad
+// GPUPRIO_MODE gives passthrough; any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
 // The process configuration, parsed from the real environment (GpuprioGetenv) on first use; its

@@ -74,6 +74,7 @@ void CreateScheduler() {
   scheduler::SchedulerOptions options;
   options.default_priority = config.default_priority;
   options.budget_ns = config.budget_ns;
+  options.peer_budget_ns = config.peer_budget_ns;
   options.direct_issue = config.direct_issue;
   options.max_queued_per_stream = config.max_queued;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;

@@ -1,5 +1,7 @@
 #include "scheduler/dispatcher.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -187,6 +189,9 @@ void Dispatcher::NotifyWaiters() {
 }
 
 void Dispatcher::Run() {
+  // The default timer slack (50 us) would stretch the dispatcher's 10-50 us polling sleeps
+  // several times over; this thread's sleeps are few and short, so it asks for precise ones.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
   if (observer_ != nullptr) observer_->OnDispatcherStart(device_);
   current_context_ = nullptr;  // a new thread has no current context (Stop/Start: capture)
@@ -260,8 +265,12 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     for (int i = 0; i < 64; ++i) CpuRelax();
     return;
   }
-  *backoff_ns = std::min(static_cast<int64_t>(options_.max_held_sleep_ns),
-                         std::max(kMinBackoffNs, *backoff_ns * 2));
+  // Held while other processes are attached (by them, or for a budget their level set): the
+  // GPU idles for both until the change is noticed, so it is polled more often.
+  const bool peers = coordinator_ != nullptr && coordinator_->PeersPresent();
+  const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
+                             : options_.max_held_sleep_ns;
+  *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
   // A released stream waits for the next round: it may stay listed while its ops are held.
   Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/false);
 }
@@ -270,12 +279,13 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   const int64_t now = SteadyNowNs();
   PublishToPeers(now, /*held=*/false);
   if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent()) {
-    // Other processes wait on this work: its end is polled (sleeps growing to 500 us), so the
-    // level is withdrawn soon after the GPU finishes it.
-    constexpr int64_t kMinPollNs = 20'000;
-    constexpr int64_t kMaxPollNs = 500'000;
+    // Other processes wait on this work: its end is polled (sleeps growing to
+    // options.peer_poll_ns), so the level is withdrawn soon after the GPU finishes it.
+    constexpr int64_t kMinPollNs = 10'000;
+    const int64_t max_poll_ns =
+        std::max(kMinPollNs, static_cast<int64_t>(options_.peer_poll_ns));
     ++*rounds;
-    *backoff_ns = std::min(kMaxPollNs, std::max(kMinPollNs, *backoff_ns * 2));
+    *backoff_ns = std::min(max_poll_ns, std::max(kMinPollNs, *backoff_ns * 2));
     Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/true);
     return;
   }
@@ -486,16 +496,18 @@ bool Dispatcher::IssueNext() {
     const int64_t now = SteadyNowNs();
     int ceiling = Ceiling(now);
     int highest = HighestActiveExcept(q);
+    uint64_t budget_ns = options_.budget_ns;
     if (coordinator_ != nullptr) {
       // Other processes' levels count as this process's own: a more important level active
-      // anywhere on the GPU holds this op; one submitting recently puts it on the budget.
+      // anywhere on the GPU holds this op; one submitting recently puts it on the budget, the
+      // smaller one across processes (options.h says why).
       const coordinator::PeerState peers =
           coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
       highest = std::max(highest, peers.highest_active);
+      if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
       ceiling = std::max(ceiling, peers.ceiling);
     }
-    const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling),
-                                     options_.budget_ns};
+    const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
   }

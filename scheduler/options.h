@@ -11,6 +11,11 @@ namespace gpuprio::scheduler {
 struct SchedulerOptions {
   int default_priority = 0;             // GPUPRIO_PRIORITY
   uint64_t budget_ns = 2'000'000;       // GPUPRIO_BUDGET_US: lower priorities' in-flight GPU time
+  // GPUPRIO_PEER_BUDGET_US: the budget of work below a level that another process has active or
+  // submitting (the peers' ceiling). Smaller than the in-process one because processes do not
+  // share SMs: without MPS the GPU time-slices between them, so the more important process waits
+  // for the lower work in flight to drain (or for a ~2 ms time slice), in full.
+  uint64_t peer_budget_ns = 500'000;
   uint64_t default_estimate_ns = 100'000;  // an op with no history and no hint
   // Work below this priority is always on a budget, even while nothing more important runs, so
   // that high-priority work arriving later (from this process or another) waits for at most one
@@ -40,6 +45,10 @@ struct SchedulerOptions {
   // While the policy holds work back the dispatcher polls for completions with sleeps that grow
   // to this length: the most a completion is noticed late (the budget keeps more queued).
   uint64_t max_held_sleep_ns = 200'000;
+  // While another process waits on this one's work, or holds this one's work back, completions
+  // and the other process's levels are polled at least this often: a late notice idles the GPU
+  // for both processes.
+  uint64_t peer_poll_ns = 50'000;
   // Across processes (GPUPRIO_COORDINATE): each dispatcher takes a slot in its GPU's shared
   // segment, so processes sharing the GPU see each other's levels. Off here (unit tests build
   // schedulers freely); the library turns it on.

@@ -21,6 +21,7 @@ constexpr KnownEnvVar kKnownEnvVars[] = {
     {"GPUPRIO_MODE", EnvVarReader::kLibrary, false},
     {"GPUPRIO_PRIORITY", EnvVarReader::kLibrary, false},
     {"GPUPRIO_BUDGET_US", EnvVarReader::kLibrary, false},
+    {"GPUPRIO_PEER_BUDGET_US", EnvVarReader::kLibrary, false},
     {"GPUPRIO_MAX_QUEUED", EnvVarReader::kLibrary, false},
     {"GPUPRIO_EXIT_TIMEOUT_MS", EnvVarReader::kLibrary, false},
     {"GPUPRIO_DIRECT_ISSUE", EnvVarReader::kLibrary, false},

@@ -35,7 +35,7 @@ const char* const kVariables[] = {
     "GPUPRIO_MODE",         "GPUPRIO_PRIORITY",      "GPUPRIO_BUDGET_US",
     "GPUPRIO_MAX_QUEUED",   "GPUPRIO_DIRECT_ISSUE",  "GPUPRIO_LOG",
     "GPUPRIO_TRACE",        "GPUPRIO_TRACE_MAX_MB",  "GPUPRIO_TRACE_ALL_APIS",
-    "GPUPRIO_CUPTI_LIBRARY", "GPUPRIO_EXIT_TIMEOUT_MS"};
+    "GPUPRIO_CUPTI_LIBRARY", "GPUPRIO_EXIT_TIMEOUT_MS", "GPUPRIO_PEER_BUDGET_US"};
 
 const char* const kWords[] = {"schedule", "passthrough", "off",  "error", "warning", "warn",
                               "info",     "debug",       "low",  "normal", "high",  "0",
@@ -255,6 +255,8 @@ TEST_CASE("The configuration readers survive 100,000 random environments", "[con
     }
     CheckInteger(env, parsed.problems, "GPUPRIO_BUDGET_US", 1, 10'000'000,
                  static_cast<int64_t>(c.budget_ns / 1000), 2000);
+    CheckInteger(env, parsed.problems, "GPUPRIO_PEER_BUDGET_US", 1, 10'000'000,
+                 static_cast<int64_t>(c.peer_budget_ns / 1000), 500);
     CheckInteger(env, parsed.problems, "GPUPRIO_MAX_QUEUED", 2, 1'000'000,
                  static_cast<int64_t>(c.max_queued), 1024);
     CheckInteger(env, parsed.problems, "GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000,

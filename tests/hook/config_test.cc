@@ -77,8 +77,9 @@ TEST_CASE("ParseConfig reads the fast path switch and the queue limit", "[hook]"
 
 bool SameConfig(const Config& a, const Config& b) {
   return std::tie(a.mode, a.log_level, a.default_priority, a.budget_ns, a.direct_issue,
-                  a.max_queued) == std::tie(b.mode, b.log_level, b.default_priority, b.budget_ns,
-                                            b.direct_issue, b.max_queued);
+                  a.max_queued, a.peer_budget_ns) ==
+         std::tie(b.mode, b.log_level, b.default_priority, b.budget_ns, b.direct_issue,
+                  b.max_queued, b.peer_budget_ns);
 }
 
 // A setting of every variable, none of them a default or a fallback.
@@ -86,6 +87,7 @@ const std::map<std::string, std::string> kAllSet = {
     {"GPUPRIO_MODE", "off"},          {"GPUPRIO_LOG", "debug"},
     {"GPUPRIO_PRIORITY", "high"},     {"GPUPRIO_BUDGET_US", "500"},
     {"GPUPRIO_DIRECT_ISSUE", "0"},    {"GPUPRIO_MAX_QUEUED", "64"},
+    {"GPUPRIO_PEER_BUDGET_US", "250"},
 };
 
 TEST_CASE("A bad value falls back for its own variable only; a bad mode means passthrough",
@@ -106,6 +108,8 @@ TEST_CASE("A bad value falls back for its own variable only; a bad mode means pa
        [](Config& c, const Config& d) { c.default_priority = d.default_priority; }},
       {"GPUPRIO_BUDGET_US", "2ms", "using the default (2000)",
        [](Config& c, const Config& d) { c.budget_ns = d.budget_ns; }},
+      {"GPUPRIO_PEER_BUDGET_US", "0", "using the default (500)",
+       [](Config& c, const Config& d) { c.peer_budget_ns = d.peer_budget_ns; }},
       {"GPUPRIO_DIRECT_ISSUE", "yes", "using the default (1)",
        [](Config& c, const Config& d) { c.direct_issue = d.direct_issue; }},
       {"GPUPRIO_MAX_QUEUED", "1", "using the default (1024)",

@@ -1,13 +1,23 @@
 // The Dispatcher in process, against scripted driver functions: how it stops when the GPU makes
-// progress and when it makes none, and that it hands destroyed streams back for reuse.
+// progress and when it makes none, that it hands destroyed streams back for reuse, and that work
+// below another process's level keeps the cross-process budget.
 #include "scheduler/dispatcher.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <random>
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "catch2/catch.hpp"
 #include "scheduler/base/clock.h"
+#include "scheduler/coordinator/gpu_coordinator.h"
+#include "scheduler/coordinator/segment_name.h"
 #include "scheduler/op_pool.h"
 
 namespace {
@@ -169,6 +179,61 @@ TEST_CASE("A released stream's queue and events are freed and its state handed b
   CHECK(g_events_live.load() == events_before);
   CHECK(s.issued.load() == 20);  // counts go on from where they were
   d.Stop();
+}
+
+// Issues `count` low ops on a GPU that completes nothing and returns how many the budget let
+// through (the rest stay held until the bounded stop abandons them).
+int AdmittedWhileNothingCompletes(const SchedulerOptions& options,
+                                  std::unique_ptr<gpuprio::coordinator::GpuCoordinator> slot,
+                                  int count) {
+  g_gpu_progresses = false;
+  g_issued = 0;
+  PriorityLevels levels;
+  Dispatcher d(0, ScriptedDriver(), options, &levels, nullptr, std::move(slot));
+  StreamState s;
+  AttachStream(d, s);
+  SubmitLow(d, s, count);
+  // Admission stops at the budget; the wait ends once the count has been still for 100 ms.
+  int seen = -1;
+  for (int still_ms = 0; still_ms < 100;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int now = g_issued.load();
+    still_ms = now == seen ? still_ms + 10 : 0;
+    seen = now;
+  }
+  d.Stop(/*bounded=*/true);
+  g_gpu_progresses = true;
+  return seen;
+}
+
+TEST_CASE("Work below another process's level keeps the smaller cross-process budget",
+          "[dispatcher][coordinator]") {
+  static constexpr uint8_t kUuid[16] = {'d', 'i', 's', 'p', 'a', 't', 'c', 'h'};
+  gpuprio::coordinator::SegmentOptions segment;
+  segment.domain = absl::StrCat("dispatcher-", getpid(), "-", absl::Hex(std::random_device()()));
+  const std::string name = gpuprio::coordinator::SegmentName(segment.domain, geteuid(), -1, kUuid);
+  SchedulerOptions options = Options();
+  options.budget_ns = 1'000'000;
+  options.peer_budget_ns = 300'000;
+  options.default_estimate_ns = 100'000;  // every op counts 0.1 ms
+  options.coordinate = true;
+  auto attach = [&](int priority) {
+    auto c = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, priority);
+    REQUIRE(c.ok());
+    return *std::move(c);
+  };
+  // Alone on the GPU: the in-process budget, 1 ms = 10 ops.
+  CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
+  // Another process submitted high work within the window (none active now): 0.3 ms = 3 ops.
+  auto high = attach(1);
+  high->NoteSubmit(1, gpuprio::base::SteadyNowNs());
+  high->SetActive(gpuprio::coordinator::kNoPriority);
+  CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 3);
+  // The smaller of the two budgets applies.
+  options.peer_budget_ns = 5'000'000;
+  CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
+  high.reset();
+  shm_unlink(name.c_str());
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ import statistics
 import sys
 
 METRICS = ["launches_per_s", "call_us_mean", "call_us_p50", "call_us_p99"]
-MODES = ["native", "passthrough", "schedule", "deferred", "sched-low", "sched-trace"]
+MODES = ["native", "passthrough", "schedule", "sched-nocoord", "deferred", "sched-low", "sched-trace"]
 
 
 def main():

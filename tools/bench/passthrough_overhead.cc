@@ -4,6 +4,8 @@
 // libgpuprio.so preloaded (GPUPRIO_MODE=passthrough, or schedule: the fast path, or schedule with
 // GPUPRIO_DIRECT_ISSUE=0: the client side of a deferred launch); the difference is gpuprio's cost.
 // Prints one JSON line: best-of-rounds nanoseconds per call.
+// With a second argument S it is a peer instead: one launch (so that gpuprio attaches to the GPU's
+// coordination segment), then S seconds idle -- the other process of the two-process cost.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 namespace {
 
@@ -52,6 +55,12 @@ int main(int argc, char** argv) {
   const bool wrapped = dladdr(launch_fn, &info) != 0 && info.dli_fname != nullptr &&
                        std::string_view(info.dli_fname).find("libgpuprio") != std::string_view::npos;
   volatile CUresult sink = CUDA_SUCCESS;
+  if (argc > 2) {
+    sink = launch(reinterpret_cast<CUfunction>(0x2000), 1, 1, 1, 1, 1, 1, 0,
+                  reinterpret_cast<CUstream>(0x3000), nullptr, nullptr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(argv[2])));
+    return sink == CUDA_SUCCESS ? 0 : 1;
+  }
   // A function and a created stream (any non-null handles: the null driver ignores them), so
   // schedule mode schedules the launches instead of running them inline.
   const auto function = reinterpret_cast<CUfunction>(0x2000);

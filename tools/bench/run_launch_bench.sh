@@ -8,14 +8,17 @@
 # in schedule mode three ways: "schedule" (defaults: the fast path issues on the caller while
 # nothing more important is active), "deferred" (GPUPRIO_DIRECT_ISSUE=0: every launch goes through
 # the dispatcher thread) and "sched-low" (GPUPRIO_PRIORITY=low: budgeted work, always through the
-# dispatcher), and "sched-trace" (schedule with GPUPRIO_TRACE: the tracer's cost per launch); 1 and 8 threads; --api driver and runtime; each configuration
+# dispatcher), "sched-nocoord" (schedule with GPUPRIO_COORDINATE=0: what the cross-process segment
+# costs a lone process) and "sched-trace" (schedule with GPUPRIO_TRACE: the tracer's cost per
+# launch); 1 and 8 threads; --api driver and runtime; each configuration
 # REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
 # A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal; after a
 # mode has timed out twice its remaining runs are skipped (recorded as skipped), so a hanging mode
 # cannot push the whole script past the device tool's 10-minute limit.
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
-# Environment: MODES (default "native passthrough schedule deferred sched-low sched-trace"),
+# Environment: MODES (default "native passthrough schedule sched-nocoord deferred sched-low
+# sched-trace"),
 # LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
 # BENCH_TIMEOUT (seconds per run, default 20; a normal run takes 1-2 s).
 set -uo pipefail
@@ -30,7 +33,7 @@ py="${PYTHON:-python3}"
 say() { printf 'run_launch_bench: %s\n' "$*"; }
 
 [[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
-read -r -a modes <<<"${MODES:-native passthrough schedule deferred sched-low sched-trace}"
+read -r -a modes <<<"${MODES:-native passthrough schedule sched-nocoord deferred sched-low sched-trace}"
 if ((native_only)); then
   modes=(native)
 else
@@ -47,11 +50,14 @@ for ((r = 1; r <= reps; r++)); do
     for api in driver runtime; do
       for mode in "${modes[@]}"; do
         env_args=(env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_LOG -u GPUPRIO_PRIORITY
-                  -u GPUPRIO_DIRECT_ISSUE -u GPUPRIO_TRACE -u GPUPRIO_MAX_QUEUED)
+                  -u GPUPRIO_DIRECT_ISSUE -u GPUPRIO_TRACE -u GPUPRIO_MAX_QUEUED
+                  -u GPUPRIO_COORDINATE -u GPUPRIO_DOMAIN)
         case "$mode" in
           native) ;;
           passthrough) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=passthrough) ;;
-          schedule) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule) ;;
+          schedule) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="launch_$$") ;;
+          # The same without the cross-process segment: what the segment costs a lone process.
+          sched-nocoord) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_COORDINATE=0) ;;
           # No backpressure in these two (GPUPRIO_MAX_QUEUED high): "call" is then the client-side
           # cost of queueing a launch, the rate is the dispatcher's.
           deferred) env_args+=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DIRECT_ISSUE=0

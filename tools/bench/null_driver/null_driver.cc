@@ -1,7 +1,7 @@
 // A driver that does nothing, for measuring what gpuprio's wrappers cost: cuGetProcAddress(_v2)
 // hand out a few entry points that return CUDA_SUCCESS at once — enough for passthrough, and for
-// schedule mode (a current context, stream properties, events that are always complete, kernels
-// without parameters). Not a test double (tests use tests/fake_cuda): its users are
+// schedule mode (a current context, a GPU UUID, stream properties, events that are always
+// complete, kernels without parameters). Not a test double (tests use tests/fake_cuda): its users are
 // tools/bench/passthrough_overhead and the soak test (tests/scheduler/soak_client), which runs
 // gpuprio at full speed for liveness and memory only; for that client it also exports the few
 // calls the client makes itself (streams, events, memory, synchronisation), all doing nothing.
@@ -27,6 +27,12 @@ NULL_DRIVER_API(cuCtxGetCurrent, CUcontext* ctx) {
 NULL_DRIVER_API(cuCtxSetCurrent, CUcontext) { return CUDA_SUCCESS; }
 NULL_DRIVER_API(cuCtxGetDevice, CUdevice* device) {
   *device = 0;
+  return CUDA_SUCCESS;
+}
+// One fixed GPU identity, so gpuprio attaches to the per-GPU coordination segment as on a GPU.
+NULL_DRIVER_API(cuDeviceGetUuid, CUuuid* uuid, CUdevice) {
+  std::memset(uuid->bytes, 0, sizeof(uuid->bytes));
+  std::memcpy(uuid->bytes, "nulldriver", 10);
   return CUDA_SUCCESS;
 }
 NULL_DRIVER_API(cuStreamGetFlags, CUstream, unsigned int* flags) {
@@ -128,6 +134,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&cuCtxGetCurrent)},
       {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
       {"cuCtxGetDevice", reinterpret_cast<void*>(&cuCtxGetDevice)},
+      {"cuDeviceGetUuid", reinterpret_cast<void*>(&cuDeviceGetUuid)},
       {"cuStreamGetFlags", reinterpret_cast<void*>(&cuStreamGetFlags)},
       {"cuStreamGetPriority", reinterpret_cast<void*>(&cuStreamGetPriority)},
       {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
