@@ -492,30 +492,31 @@ bool Dispatcher::IssueNext() {
     inherited = true;
   }
   Op* op = q->pending.front();
+  const int64_t now = SteadyNowNs();
+  int ceiling = Ceiling(now);
+  int highest = kNoPriority;
+  uint64_t budget_ns = options_.budget_ns;
+  if (coordinator_ != nullptr) {
+    // Other processes' levels count as this process's own: a more important level active
+    // anywhere on the GPU holds this op; one submitting recently puts it on the budget, the
+    // smaller one across processes (options.h says why).
+    const coordinator::PeerState peers =
+        coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
+    highest = peers.highest_active;
+    if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
+    ceiling = std::max(ceiling, peers.ceiling);
+  }
   if (!inherited) {
-    const int64_t now = SteadyNowNs();
-    int ceiling = Ceiling(now);
-    int highest = HighestActiveExcept(q);
-    uint64_t budget_ns = options_.budget_ns;
-    if (coordinator_ != nullptr) {
-      // Other processes' levels count as this process's own: a more important level active
-      // anywhere on the GPU holds this op; one submitting recently puts it on the budget, the
-      // smaller one across processes (options.h says why).
-      const coordinator::PeerState peers =
-          coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
-      highest = std::max(highest, peers.highest_active);
-      if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
-      ceiling = std::max(ceiling, peers.ceiling);
-    }
+    highest = std::max(highest, HighestActiveExcept(q));
     const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
   }
-  Issue(q, op);
+  Issue(q, op, op->priority < ceiling ? budget_ns : 0);
   return true;
 }
 
-void Dispatcher::Issue(StreamQueue* q, Op* op) {
+void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
   q->pending.pop_front();
   AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
@@ -568,14 +569,16 @@ void Dispatcher::Issue(StreamQueue* q, Op* op) {
       tracking_.push_back(q);
     }
     // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
-    // is marked every few ops, long ops each, so completions free budget promptly; otherwise a
-    // mark every 32 ops keeps the event cost off the launch rate.
+    // is marked every few ops, and each op that is a large part of its budget alone, so each
+    // completion frees budget while the next op runs (one mark over the whole budget would let
+    // the GPU drain before more is admitted); otherwise a mark every 32 ops keeps the event cost
+    // off the launch rate.
     ++q->ops_since_mark;
-    const bool budgeted = op->priority < Ceiling(now);
+    const bool budgeted = budget_ns > 0;
     const bool mark =
         start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
         (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
-                      estimate >= options_.budget_ns / 8));
+                      estimate >= budget_ns / 8));
     if (mark) AddCompletionMark(q);
   }
   CountIssued(op);

@@ -148,7 +148,8 @@ class Dispatcher {
   int PollCompletions();  // returns the number of completion marks passed
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
   bool IssueNext();
-  void Issue(StreamQueue* q, Op* op);
+  // `budget_ns`: the budget the op was admitted under (0: unbudgeted).
+  void Issue(StreamQueue* q, Op* op, uint64_t budget_ns);
   void AddCompletionMark(StreamQueue* q);
   void MarkAllUncovered();
   void Retire(StreamQueue* q, size_t count);

@@ -34,11 +34,13 @@ void RemoveTestSegments() {
 std::string TestDomain() {
   // The pid alone is not unique: Bazel runs tests in their own pid namespaces, where two test
   // processes often have the same small pid, and their clients would then meet in one segment.
-  static const std::string domain = [] {
+  // Never destroyed: RemoveTestSegments reads it at exit, after static destructors may have run.
+  static const std::string* const domain = [] {
     std::random_device random;
-    return absl::StrCat("test-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
+    return new std::string(
+        absl::StrCat("test-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8)));
   }();
-  return domain;
+  return *domain;
 }
 
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {

@@ -3,25 +3,52 @@
 #  - With a GPU (libcuda.so.1 loadable and nvidia-smi sees a device): builds the -lcuda driver-API
 #    program with nvcc and runs it natively and under gpuprio in schedule mode; runs a PyTorch
 #    matmul under gpuprio too if python3 has torch.
+#    Then two processes sharing the GPU, started with `gpuprio run`: a high-priority chain of
+#    20 x 50 us kernels every 10 ms beside a low-priority process of back-to-back thread-full 2 ms
+#    kernels (tools/bench/interference.cu), natively and under gpuprio: the chain's p50/p99.
 #  - Without a GPU: says so, and runs the fake driver's clients (tests/fake_cuda) under gpuprio in
 #    schedule mode instead, including the priority scenario (a high-priority chain beside 100 ms
-#    of low-priority kernels), natively and scheduled, and prints the call summary.
+#    of low-priority kernels), natively and scheduled, and prints the call summary; then two
+#    processes (each with its own fake GPU): how many of the low process's kernels were issued
+#    while the high process had work queued or in flight, natively and under gpuprio.
+# --prebuilt: use what tools/gpu_check/build_artifacts.sh put in .gpu/ instead of building (for a
+# GPU machine without Bazel); GPU part only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 say() { printf '\ndemo: %s\n' "$*"; }
 
-say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so)"
-bazel build -c opt //hook:libgpuprio.so //tests/fake_cuda:libcuda.so.1 \
-  //tests/fake_cuda/clients:all //tests/scheduler:sched_client 2>&1 | tail -n 2
-bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
-lib="$bin/hook/libgpuprio.so"
-trap 'bazel shutdown >/dev/null 2>&1 || true' EXIT
+prebuilt=0
+[[ "${1:-}" == --prebuilt ]] && prebuilt=1
+if ((prebuilt)); then
+  lib="$PWD/.gpu/libgpuprio.so"
+  [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tools/gpu_check/build_artifacts.sh)" >&2; exit 1; }
+  bazel() { :; }
+else
+  say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so)"
+  bazel build -c opt //hook:libgpuprio.so //tests/fake_cuda:libcuda.so.1 \
+    //tests/fake_cuda/clients:all //tests/scheduler:sched_client //tests/coordinator:coord_client \
+    2>&1 | tail -n 2
+  bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+  lib="$bin/hook/libgpuprio.so"
+fi
+work="$(mktemp -d /tmp/gpuprio_demo.XXXXXX)"
+domain="demo_$$"  # a coordination domain of its own: no other program on this machine takes part
+cleanup() {
+  jobs -p | xargs -r kill 2>/dev/null || true
+  rm -rf "$work"
+  rm -f /dev/shm/gpuprio-*-"$domain"-* 2>/dev/null || true
+  bazel shutdown >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+gpuprio_run() { GPUPRIO_LIB="$lib" GPUPRIO_DOMAIN="$domain" tools/cli/gpuprio run "$@"; }
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
    ldconfig -p | grep -q 'libcuda\.so\.1 '; then
   say "GPU found: $(nvidia-smi -L | head -n 1)"
-  bash tools/gpu_check/build_artifacts.sh --skip-lib >/dev/null
-  install -m 0755 "$lib" .gpu/libgpuprio.so
+  if ((!prebuilt)); then
+    bash tools/gpu_check/build_artifacts.sh --skip-lib >/dev/null
+    install -m 0755 "$lib" .gpu/libgpuprio.so
+  fi
   say "driver-API program, native"
   .gpu/driver_api_program --iterations 20
   say "driver-API program under gpuprio (GPUPRIO_MODE=schedule GPUPRIO_LOG=info)"
@@ -35,9 +62,58 @@ a = torch.randn(2048, 2048, device="cuda"); b = torch.randn(2048, 2048, device="
 c = a @ b; torch.cuda.synchronize()
 print("matmul ok:", torch.allclose(c.cpu(), a.cpu() @ b.cpu(), rtol=1e-3, atol=1e-2))'
   fi
+  say "two processes: a high chain (20 x 50 us every 10 ms) beside 2 ms thread-full low kernels"
+  # gpu_pair alone|native|gpuprio: the low process, then the high one; prints the chain's latency.
+  # The spin kernels' clock is calibrated once, alone (a process calibrating beside a busy GPU
+  # would not be right).
+  cycles=()
+  gpu_pair() {
+    local with="$1" peer="$work/peer.$1" stop="$work/stop.$1" low_pid=""
+    local -a shape=(--low-ms 2 --low-blocks-per-sm 2 --low-threads 1024 --low-fill smem
+                    "${cycles[@]}")
+    if [[ "$with" == alone ]]; then
+      .gpu/interference --role high --low-ms 0 --releases 300 >"$work/high.$with" 2>&1 || true
+      cycles=(--cycles-per-us "$(python3 -c 'import json,sys
+print(next(json.loads(l) for l in open(sys.argv[1]) if l.startswith("{"))["cycles_per_us"])' \
+        "$work/high.$with" 2>/dev/null || echo 0)")
+      [[ "${cycles[1]}" == 0 ]] && cycles=()
+    fi
+    local -a low=(.gpu/interference --role low "${shape[@]}" --peer-file "$peer"
+                  --stop-file "$stop" --seconds 60)
+    local -a high=(.gpu/interference --role high "${shape[@]}" --peer-file "$peer"
+                   --releases 300)
+    if [[ "$with" == alone ]]; then
+      :
+    elif [[ "$with" == gpuprio ]]; then
+      gpuprio_run --priority low -- "${low[@]}" >"$work/low.$with" 2>&1 &
+      low_pid=$!
+      gpuprio_run --priority high -- "${high[@]}" >"$work/high.$with" 2>&1 || true
+    else
+      "${low[@]}" >"$work/low.$with" 2>&1 &
+      low_pid=$!
+      "${high[@]}" >"$work/high.$with" 2>&1 || true
+    fi
+    : >"$stop"
+    [[ -n "$low_pid" ]] && { wait "$low_pid" || true; }
+    python3 - "$with" "$work/high.$with" <<'PY'
+import json, sys
+with_, path = sys.argv[1:]
+text = open(path, errors="replace").read()
+rec = next((json.loads(l) for l in text.splitlines() if l.startswith("{")), None)
+if rec is None or not rec.get("ok"):
+    print(f"{with_:8s} the high process failed: {text[-500:]}")
+else:
+    print(f"{with_:8s} high chain p50 {rec['high_p50_ms']:.2f} ms, p99 {rec['high_p99_ms']:.2f} ms")
+PY
+  }
+  gpu_pair alone
+  gpu_pair native
+  gpu_pair gpuprio
+  say "(docs/benchmarks.md has the full two-process tables)"
   exit 0
 fi
 
+((prebuilt)) && { echo "demo: --prebuilt: no GPU found" >&2; exit 1; }
 say "no GPU on this machine: running the same programs against the fake driver (tests/fake_cuda),"
 say "a libcuda.so.1 that executes kernels on a virtual device. Nothing here touches a GPU."
 export LD_LIBRARY_PATH="$bin/tests/fake_cuda"
@@ -50,4 +126,37 @@ say "priority: 40 x 5 ms low-priority kernels, then a high-priority chain of 5 x
 printf 'native:    '; "$bin/tests/scheduler/sched_client" priority | head -n 1
 printf 'scheduled: '; LD_PRELOAD="$lib" GPUPRIO_MODE=schedule "$bin/tests/scheduler/sched_client" priority |
   head -n 1
-say "done (high_latency_us: how long the high-priority chain took from submission to completion)"
+say "(high_latency_us: how long the high-priority chain took from submission to completion)"
+
+say "two processes: a high-priority one (20 bursts of 5 x 200 us kernels, one every 20 ms) beside a"
+say "low-priority one (back-to-back 2 ms kernels). Each has its own fake GPU, so what shows is the"
+say "coordination itself: low kernels issued while the high process had work queued or in flight"
+coord="$bin/tests/coordinator/coord_client"
+fake_pair() {
+  local with="$1" ready="$work/ready.$1" stop="$work/stop.$1" low_pid
+  if [[ "$with" == gpuprio ]]; then
+    gpuprio_run --priority low -- "$coord" stream "$ready" "$stop" 2000 >"$work/low.$with" &
+    low_pid=$!
+    gpuprio_run --priority high -- "$coord" burst "$ready" 20 20000 5 200 >"$work/high.$with"
+  else
+    "$coord" stream "$ready" "$stop" 2000 >"$work/low.$with" &
+    low_pid=$!
+    "$coord" burst "$ready" 20 20000 5 200 >"$work/high.$with"
+  fi
+  : >"$stop"
+  wait "$low_pid"
+  python3 - "$with" "$work/high.$with" "$work/low.$with" <<'PY'
+import sys
+with_, high, low = sys.argv[1:]
+busy = [tuple(map(int, l.split()[1:3])) for l in open(high) if l.startswith("busy ")]
+issues = [int(l.split()[1]) for l in open(low) if l.startswith("issue ")]
+first, last = min(b for b, _ in busy), max(e for _, e in busy)
+during = [t for t in issues if first <= t <= last]
+inside = sum(1 for t in during if any(b <= t <= e for b, e in busy))
+print(f"{with_:8s} {inside:3d} of the {len(during)} low kernels issued while the high bursts ran "
+      f"were issued while high work was queued or in flight")
+PY
+}
+fake_pair native
+fake_pair gpuprio
+say "done"
