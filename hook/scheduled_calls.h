@@ -19,6 +19,7 @@
 
 #include "hook/api_table.h"
 #include "hook/interceptor.h"
+#include "hook/op_cost_hint.h"
 #include "hook/real_driver.h"
 #include "hook/scheduler_bridge.h"
 #include "hook/thread_state.h"
@@ -149,7 +150,8 @@ struct OrderedByValue {
     if (s->MayIssueDirect(stream, priority)) {
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    return SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
+    return SubmitByValue<kId, Real>(s, stream, nullptr, OrderedCostHintNs<kId>(args...), nullptr,
+                                    args...);
   }
 };
 

@@ -16,8 +16,6 @@ namespace gpuprio::hook {
 // True when `p` is host memory the driver does not know (pageable).
 bool IsPageableHostMemory(const void* p);
 
-// Nominal copy bandwidth for estimates before any copy has been measured (20 GB/s).
-inline uint64_t CopyCostHintNs(size_t bytes) { return bytes / 20 + 1000; }
 
 template <ApiId kId>
 struct EventRecordInterceptor {
@@ -41,7 +39,8 @@ struct EventRecordInterceptor {
       event->last_record.store(nullptr, std::memory_order_release);  // nothing to wait for
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 0, nullptr, args...);
+    // Signals only: it holds no SMs (op_cost_hint.h).
+    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 1, nullptr, args...);
     event->last_record.store(stream, std::memory_order_release);
     return r;
   }
@@ -66,7 +65,8 @@ struct StreamWaitEventInterceptor {
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
-    return SubmitByValue<kId, Real>(s, stream, recorder, 0, &event->queued_waits, args...);
+    // Orders only: it holds no SMs (op_cost_hint.h).
+    return SubmitByValue<kId, Real>(s, stream, recorder, 1, &event->queued_waits, args...);
   }
 };
 
