@@ -373,7 +373,7 @@ void SerializeChromeTrace(const TraceInput& input, JsonWriter& w) {
       {"ops_linked_to_gpu", c.ops_linked_to_gpu},
       {"gpu_records", c.gpu_records},
       {"gpu_records_linked_to_client", c.gpu_records_linked_to_client},
-      {"ops_inline", c.ops_inline},
+      {"ops_on_caller", c.ops_on_caller},
       {"ops_issued", c.ops_issued},
       {"ops_missing_external_correlation", c.ops_missing_external_correlation},
       {"ops_missing_driver_call", c.ops_missing_driver_call},

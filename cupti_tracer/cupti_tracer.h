@@ -65,7 +65,7 @@ class CuptiTracer : public scheduler::OpObserver {
   static absl::Status FinishActive();
 
   void OnSubmit(scheduler::Op& op) override;
-  void OnInline(const char* api, int priority, CUstream stream, int64_t begin_ns,
+  void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
                 int64_t end_ns) override;
   void OnDispatcherStart(int device) override;
   void OnIssueBegin(const scheduler::Op& op) override;

@@ -76,7 +76,7 @@ class KinetoCarrier : public scheduler::OpObserver {
 
   void OnSubmit(scheduler::Op& op) override { carrier_.Capture(op.trace); }
   bool WantsTimings() const override { return false; }
-  void OnInline(const char*, int, CUstream, int64_t, int64_t) override {}
+  void OnCallerIssue(const char*, int, CUstream, int64_t, int64_t) override {}
   void OnDispatcherStart(int) override {}
   void OnIssueBegin(const scheduler::Op& op) override { carrier_.Push(op.trace); }
   void OnIssueEnd(const scheduler::Op& op, CUresult) override { carrier_.Pop(op.trace); }

@@ -28,7 +28,7 @@ class NvtxAnnotator : public scheduler::OpObserver {
 
   void OnSubmit(scheduler::Op& op) override;
   bool WantsTimings() const override { return false; }
-  void OnInline(const char*, int, CUstream, int64_t, int64_t) override {}
+  void OnCallerIssue(const char*, int, CUstream, int64_t, int64_t) override {}
   void OnDispatcherStart(int device) override;
   void OnIssueBegin(const scheduler::Op& op) override;
   void OnIssueEnd(const scheduler::Op& op, CUresult result) override;

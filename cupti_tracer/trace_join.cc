@@ -299,7 +299,7 @@ class Joiner {
       return a->start_ns < b->start_ns;
     });
     if (s.ran_inline) {
-      ++counts.ops_inline;
+      ++counts.ops_on_caller;
       op.issue_begin_ns = op.client.start_ns;
     } else {
       if (op.issued != nullptr) {

@@ -55,7 +55,7 @@ struct JoinedOp {
 // What could and could not be linked. Every field counts records of the input, once.
 struct JoinCounts {
   int64_t ops = 0;  // distinct op ids submitted
-  int64_t ops_inline = 0;
+  int64_t ops_on_caller = 0;
   int64_t ops_issued = 0;                         // with an OpIssued record
   int64_t ops_missing_external_correlation = 0;   // issued, but no EXTERNAL_CORRELATION
   int64_t ops_missing_driver_call = 0;            // not inline and no driver record found

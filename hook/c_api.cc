@@ -50,7 +50,7 @@ __attribute__((visibility("default"))) int gpuprio_get_stats(gpuprio_priority_st
   for (int p = kMaxPriority; p >= kMinPriority; --p) {
     const gpuprio::scheduler::PriorityLevelStats& l = s->levels().At(p);
     if (!l.seen.load(std::memory_order_relaxed) &&
-        l.ops_inline.load(std::memory_order_relaxed) == 0) {
+        l.ops_on_caller.load(std::memory_order_relaxed) == 0) {
       continue;
     }
     if (levels < capacity) {
@@ -59,7 +59,7 @@ __attribute__((visibility("default"))) int gpuprio_get_stats(gpuprio_priority_st
       o.reserved = 0;
       o.ops_submitted = l.ops_submitted.load(std::memory_order_relaxed);
       o.ops_issued = l.ops_issued.load(std::memory_order_relaxed);
-      o.ops_inline = l.ops_inline.load(std::memory_order_relaxed);
+      o.ops_on_caller = l.ops_on_caller.load(std::memory_order_relaxed);
       o.queue_delay_ns_sum = l.queue_delay_ns_sum.load(std::memory_order_relaxed);
       o.queue_delay_ns_max = l.queue_delay_ns_max.load(std::memory_order_relaxed);
       o.in_flight_ops = l.in_flight_ops.load(std::memory_order_relaxed);

@@ -77,7 +77,7 @@ CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* str
     DriverCallScope in_driver;
     result = call();
   }
-  observer->OnInline(Info(kId).symbol, priority, stream != nullptr ? stream->stream : nullptr,
+  observer->OnCallerIssue(Info(kId).symbol, priority, stream != nullptr ? stream->stream : nullptr,
                      begin_ns, base::SteadyNowNs());
   return result;
 }
@@ -107,7 +107,7 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
   } else {
     s->WaitLegacy(nullptr);
   }
-  s->CountInline(priority);
+  s->CountOnCaller(priority);
   return CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
 }
 

@@ -2,7 +2,7 @@
 // docs/architecture.md: the scheduler calls it, cupti_tracer implements it, hook/ wires the two).
 // With no observer installed the scheduler pays one pointer test per op.
 //
-// Threading contract: OnSubmit and OnInline run on the client thread that made the call;
+// Threading contract: OnSubmit and OnCallerIssue run on the client thread that made the call;
 // OnIssueBegin / OnIssueEnd run on a dispatcher thread, bracketing exactly the real driver call,
 // and must not block (the dispatcher holds no lock then, but every op waits behind it);
 // OnDispatcherStart runs first on each dispatcher thread; OnQueueState runs on the dispatcher
@@ -35,7 +35,7 @@ class OpObserver {
  public:
   virtual ~OpObserver() = default;
 
-  // Whether OnInline and OnQueueState matter to this observer. Read once when the scheduler is
+  // Whether OnCallerIssue and OnQueueState matter to this observer. Read once when the scheduler is
   // built: when false they are never called, so their arguments (two clock reads per inline op,
   // the budget sum per queued op) cost nothing.
   virtual bool WantsTimings() const { return true; }
@@ -45,7 +45,7 @@ class OpObserver {
   virtual void OnSubmit(Op& op) = 0;
   // A stream call ran on its caller (per-thread stream, capture, pageable copy, fast path).
   // `stream` is the application's handle, `begin_ns`/`end_ns` bracket the real call.
-  virtual void OnInline(const char* api, int priority, CUstream stream, int64_t begin_ns,
+  virtual void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
                         int64_t end_ns) = 0;
   virtual void OnDispatcherStart(int device) = 0;
   virtual void OnIssueBegin(const Op& op) = 0;

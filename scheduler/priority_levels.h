@@ -21,7 +21,7 @@ inline int ClampPriority(int p) {
 struct PriorityLevelStats {
   std::atomic<uint64_t> ops_submitted{0};
   std::atomic<uint64_t> ops_issued{0};
-  std::atomic<uint64_t> ops_inline{0};
+  std::atomic<uint64_t> ops_on_caller{0};
   std::atomic<uint64_t> queue_delay_ns_sum{0};
   std::atomic<uint64_t> queue_delay_ns_max{0};
   std::atomic<uint64_t> in_flight_ops{0};

@@ -217,7 +217,7 @@ bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) {
 
 void Scheduler::NoteDirect(StreamState* stream, int priority) {
   PriorityLevelStats& level = levels_.At(priority);
-  level.ops_inline.fetch_add(1, std::memory_order_relaxed);
+  level.ops_on_caller.fetch_add(1, std::memory_order_relaxed);
   // Keeps this level's ceiling window alive: lower levels stay on their budget while it runs.
   const int64_t now = CoarseNowNs();
   levels_.NoteSubmit(priority, now);

@@ -41,7 +41,7 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   const DriverFunctions& driver() const { return driver_; }
   OpObserver* observer() const { return observer_; }
-  // The observer if it wants OnInline / OnQueueState (OpObserver::WantsTimings), else null.
+  // The observer if it wants OnCallerIssue / OnQueueState (OpObserver::WantsTimings), else null.
   OpObserver* timing_observer() const { return timing_observer_; }
 
   // The scheduled stream a call names, or null when gpuprio does not defer work on it: the
@@ -101,8 +101,8 @@ class Scheduler {
   bool CaptureActive() const { return active_captures_.load(std::memory_order_acquire) > 0; }
 
   // Ops run inline are counted here for statistics.
-  void CountInline(int priority) {
-    levels_.At(priority).ops_inline.fetch_add(1, std::memory_order_relaxed);
+  void CountOnCaller(int priority) {
+    levels_.At(priority).ops_on_caller.fetch_add(1, std::memory_order_relaxed);
   }
 
   PriorityLevels& levels() { return levels_; }

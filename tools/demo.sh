@@ -11,7 +11,7 @@
 #    of low-priority kernels), natively and scheduled, and prints the call summary; then two
 #    processes (each with its own fake GPU): how many of the low process's kernels were issued
 #    while the high process had work queued or in flight, natively and under gpuprio.
-# --prebuilt: use what tools/gpu_check/build_artifacts.sh put in .gpu/ instead of building (for a
+# --prebuilt: use what tests/gpu/build_artifacts.sh put in .gpu/ instead of building (for a
 # GPU machine without Bazel); GPU part only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,7 +21,7 @@ prebuilt=0
 [[ "${1:-}" == --prebuilt ]] && prebuilt=1
 if ((prebuilt)); then
   lib="$PWD/.gpu/libgpuprio.so"
-  [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tools/gpu_check/build_artifacts.sh)" >&2; exit 1; }
+  [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
   bazel() { :; }
 else
   say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so)"
@@ -46,7 +46,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
    ldconfig -p | grep -q 'libcuda\.so\.1 '; then
   say "GPU found: $(nvidia-smi -L | head -n 1)"
   if ((!prebuilt)); then
-    bash tools/gpu_check/build_artifacts.sh --skip-lib >/dev/null
+    bash tests/gpu/build_artifacts.sh --skip-lib >/dev/null
     install -m 0755 "$lib" .gpu/libgpuprio.so
   fi
   say "driver-API program, native"

@@ -43,7 +43,7 @@ typedef struct gpuprio_priority_stats {
   uint32_t reserved;
   uint64_t ops_submitted;      /* stream ops the scheduler accepted at this priority */
   uint64_t ops_issued;         /* of those, issued to the driver */
-  uint64_t ops_inline;         /* stream ops run on the calling thread (the fast path, capture, ...) */
+  uint64_t ops_on_caller;      /* stream ops run on the calling thread (the fast path, capture, ...) */
   uint64_t queue_delay_ns_sum; /* sum over issued ops of (issue time - submit time) */
   uint64_t queue_delay_ns_max;
   uint64_t in_flight_ops;      /* issued, completion not yet observed */

@@ -5,8 +5,10 @@
 //       waits for READY_FILE, then BURSTS times: a chain of CHAIN sleep kernels of KERNEL_US on
 //       its stream and a stream sync, released every PERIOD_US; prints "burst BEGIN END" per
 //       chain (CLOCK_MONOTONIC ns: before the first launch; when its last kernel ended), then
-//       "busy START END" per kernel (before its launch; when it ended on the device): the times
-//       this process had work queued or in flight. A slow client thread leaves gaps between them.
+//       "busy START END" per kernel (before its launch -- for the first kernel, when its launch
+//       returned, by which time the process's level is published; when it ended on the device):
+//       the times this process had work queued or in flight and said so. A slow client thread
+//       leaves gaps between them.
 //   coord_client stream READY_FILE STOP_FILE KERNEL_US
 //       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
 //       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
@@ -60,9 +62,11 @@ int Burst(char** argv) {
   for (int b = 0; b < bursts; ++b) {
     while (NowNs() < release) usleep(200);
     std::vector<int64_t> starts(chain);
+    int64_t first_returned = 0;
     for (int k = 0; k < chain; ++k) {
       starts[k] = NowNs();
       Launch(f, s, kernel_ns);
+      if (k == 0) first_returned = NowNs();
     }
     CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
     // When each kernel ended on the device (what other processes wait for), not the sync's
@@ -78,7 +82,7 @@ int Burst(char** argv) {
     std::printf("burst %lld %lld\n", static_cast<long long>(starts.front()),
                 static_cast<long long>(ends.back()));
     for (int k = 0; k < chain; ++k) {
-      std::printf("busy %lld %lld\n", static_cast<long long>(starts[k]),
+      std::printf("busy %lld %lld\n", static_cast<long long>(k == 0 ? first_returned : starts[k]),
                   static_cast<long long>(ends[k]));
     }
     release = std::max(release + period_ns, NowNs());

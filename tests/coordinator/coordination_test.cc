@@ -108,8 +108,8 @@ struct Interval {
   int64_t begin, end;
 };
 
-// A high process's chain: the times it had work queued or in flight (from each launch to that
-// kernel's end on the device).
+// A high process's chain: the times it had work queued or in flight and had published so (from
+// each launch -- the first one's return -- to that kernel's end on the device).
 struct Burst {
   std::vector<Interval> busy;
 };
@@ -209,7 +209,12 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
     REQUIRE(issues.size() > 20);
     const auto [most, total] = IssuesInBursts(bursts, issues);
     INFO("low launches inside high bursts: most " << most << ", total " << total);
-    // At most the one launch that passed admission just before the high process published.
+    // At most the one launch that passed admission just before the high process published: the
+    // low dispatcher reads the other processes' levels before each admission, and only the op
+    // it was issuing when the level went up can begin its launch afterwards. (Counted from the
+    // return of the high chain's first launch, when its level is certainly published: before
+    // that, under the sanitizers' slowdown, the low dispatcher can admit several ops while the
+    // high client thread is still on its way to publishing.)
     CHECK(most <= 1);
     // The segment is this user's alone.
     struct stat st;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Self-test of tools/gpu_check/trace_check.py and run_trace_check.sh without a GPU.
+"""Self-test of tests/gpu/trace_check.py and run_trace_check.sh without a GPU.
 
 Standard library only; exits non-zero on failure. Synthetic traces in the docs/trace_format.md
 format and in torch.profiler's (Kineto's) Chrome format, passing and failing, go through the
@@ -21,7 +21,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools", "gpu_check"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 
 import trace_check as tc  # noqa: E402
 
@@ -319,8 +319,8 @@ def run_quiet(cmd, env=None):
     return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
 
 
-TC = os.path.join(ROOT, "tools", "gpu_check", "trace_check.py")
-SH = os.path.join(ROOT, "tools", "gpu_check", "run_trace_check.sh")
+TC = os.path.join(ROOT, "tests", "gpu", "trace_check.py")
+SH = os.path.join(ROOT, "tests", "gpu", "run_trace_check.sh")
 
 
 def put_run(wd, name, rc=0, result=None, stderr="", wall=5):

@@ -479,7 +479,7 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
   }
   if (counts.gpu_records_linked_to_client != linked_gpu) fail("gpu_records_linked_to_client");
   if (counts.ops_linked_to_gpu != linked_ops) fail("ops_linked_to_gpu");
-  if (counts.ops_inline != inline_ops) fail("ops_inline");
+  if (counts.ops_on_caller != inline_ops) fail("ops_on_caller");
   if (counts.ops_issued != issued_ops) fail("ops_issued");
   if (counts.ops_missing_external_correlation != missing_external) {
     fail("ops_missing_external_correlation");
@@ -542,7 +542,7 @@ std::string JoinDigest(const TraceInput& in, const JoinedTrace& joined) {
   s << "\nunlinked";
   for (const GpuActivity* gpu : joined.unlinked_gpu) s << ' ' << IndexIn(in.gpu_activities, gpu);
   const auto& c = joined.counts;
-  s << "\ncounts " << c.ops << ' ' << c.ops_inline << ' ' << c.ops_issued << ' '
+  s << "\ncounts " << c.ops << ' ' << c.ops_on_caller << ' ' << c.ops_issued << ' '
     << c.ops_missing_external_correlation << ' ' << c.ops_missing_driver_call << ' '
     << c.ops_linked_to_gpu << ' ' << c.client_spans_by_correlation_id << ' '
     << c.client_spans_by_containment << ' ' << c.client_spans_synthesized << ' '

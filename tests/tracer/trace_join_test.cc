@@ -51,7 +51,7 @@ TEST_CASE("TraceJoin links a kernel to its client call across buffers", "[tracer
     CHECK(op.issue_to_start_ns == 5000);
   }
   CHECK(joined.counts.ops == 8);
-  CHECK(joined.counts.ops_inline == 2);
+  CHECK(joined.counts.ops_on_caller == 2);
   CHECK(joined.counts.ops_issued == 6);
   CHECK(joined.counts.ops_linked_to_gpu == 8);
   CHECK(joined.counts.gpu_records == 9);

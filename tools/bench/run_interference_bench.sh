@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interference benchmark, in-process form (docs/benchmarks.md, section 3), run ON the GPU machine from the repo root,
-# after tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+# after tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
 #
 #   bash tools/bench/run_interference_bench.sh "$OUT" [--native-only]
 #
@@ -21,7 +21,7 @@
 # EXTRA_ARGS (more interference flags, e.g. "--low-fill none"), PYTHON (python3).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 bin="$repo/.gpu/interference"
 lib="$repo/.gpu/libgpuprio.so"
 low_list="${LOW_MS:-0.2 2 20}"
@@ -33,7 +33,7 @@ read -r -a extra <<<"${EXTRA_ARGS:-}"
 py="${PYTHON:-python3}"
 say() { printf 'run_interference_bench: %s\n' "$*"; }
 
-[[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
+[[ -x "$bin" ]] || { say "error: $bin missing: run tests/gpu/build_artifacts.sh and carry .gpu"; exit 1; }
 if ((native_only == 0)); then
   [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Launch-overhead benchmark (docs/benchmarks.md, section 2), run ON the GPU machine from the repo root, after
-# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
+# tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
 #
 #   bash tools/bench/run_launch_bench.sh "$OUT" [--native-only]
 #
@@ -23,7 +23,7 @@
 # BENCH_TIMEOUT (seconds per run, default 20; a normal run takes 1-2 s).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 bin="$repo/.gpu/launch_rate"
 lib="$repo/.gpu/libgpuprio.so"
 launches="${LAUNCHES:-100000}"
@@ -32,7 +32,7 @@ per_run_timeout="${BENCH_TIMEOUT:-20}"
 py="${PYTHON:-python3}"
 say() { printf 'run_launch_bench: %s\n' "$*"; }
 
-[[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
+[[ -x "$bin" ]] || { say "error: $bin missing: run tests/gpu/build_artifacts.sh and carry .gpu"; exit 1; }
 read -r -a modes <<<"${MODES:-native passthrough schedule sched-nocoord deferred sched-low sched-trace}"
 if ((native_only)); then
   modes=(native)

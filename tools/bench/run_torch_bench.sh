@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PyTorch two-process benchmark (docs/benchmarks.md), run ON the GPU machine from the repo root, after
-# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+# tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
 #
 #   bash tools/bench/run_torch_bench.sh "$OUT" [--native-only]
 #
@@ -31,7 +31,7 @@
 # (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 py="${PYTHON:-python3}"
 lib="$repo/.gpu/libgpuprio.so"
 script="$repo/tools/bench/torch_two_process.py"
@@ -48,7 +48,7 @@ read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
 say() { printf 'run_torch_bench: %s\n' "$*"; }
 
 if ((native_only == 0)); then
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
 fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"

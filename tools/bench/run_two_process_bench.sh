@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interference benchmark, two-process form (docs/benchmarks.md), run ON the GPU machine from the repo root,
-# after tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+# after tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
 #
 #   bash tools/bench/run_two_process_bench.sh "$OUT" [--mps] [--native-only]
 #
@@ -47,7 +47,7 @@ rest=()
 for arg in "$@"; do
   if [[ "$arg" == --mps ]]; then mps=1; else rest+=("$arg"); fi
 done
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh" "${rest[@]}"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
 bin="$repo/.gpu/interference"
 lib="$repo/.gpu/libgpuprio.so"
 report="$repo/tools/bench/two_process_report.py"
@@ -69,7 +69,7 @@ name=two_process
 ((mps)) && name=two_process_mps
 say() { printf 'run_two_process_bench: %s\n' "$*"; }
 
-[[ -x "$bin" ]] || { say "error: $bin missing: run tools/gpu_check/build_artifacts.sh and carry .gpu"; exit 1; }
+[[ -x "$bin" ]] || { say "error: $bin missing: run tests/gpu/build_artifacts.sh and carry .gpu"; exit 1; }
 if ((native_only == 0)); then
   [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
 fi

@@ -50,7 +50,7 @@ class _PriorityStats(ctypes.Structure):
         ("reserved", ctypes.c_uint32),
         ("ops_submitted", ctypes.c_uint64),
         ("ops_issued", ctypes.c_uint64),
-        ("ops_inline", ctypes.c_uint64),
+        ("ops_on_caller", ctypes.c_uint64),
         ("queue_delay_ns_sum", ctypes.c_uint64),
         ("queue_delay_ns_max", ctypes.c_uint64),
         ("in_flight_ops", ctypes.c_uint64),
@@ -167,7 +167,7 @@ def mode():
 def stats():
     """One dict per priority level seen so far, highest priority first ([] when not loaded).
 
-    Keys: priority, ops_submitted, ops_issued, ops_inline, queue_delay_ns_sum,
+    Keys: priority, ops_submitted, ops_issued, ops_on_caller, queue_delay_ns_sum,
     queue_delay_ns_max, in_flight_ops, in_flight_estimated_ns (see gpuprio.h).
     """
     api = _api_or_warn()

@@ -2,7 +2,7 @@
 # Interception check, run ON the GPU machine from the repo root, after build_artifacts.sh has filled
 # .gpu/ on the CPU machine and .gpu was carried along:
 #
-#   bash tools/gpu_check/run_interception_check.sh "$OUT" [--native-only]
+#   bash tests/gpu/run_interception_check.sh "$OUT" [--native-only]
 #
 # Each check (resnet, matmul, triton, graph: PyTorch/Triton in python3; driver: .gpu/driver_api_program)
 # runs twice, each time as its own process: natively, then with
@@ -17,21 +17,21 @@
 # natively the slowest check took 17 s on the H100).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 py="${PYTHON:-python3}"
 per_run_timeout="${GPUPRIO_CHECK_TIMEOUT:-60}"
 lib="$repo/.gpu/libgpuprio.so"
 prog="$repo/.gpu/driver_api_program"
-script="$repo/tools/gpu_check/interception_check.py"
+script="$repo/tests/gpu/interception_check.py"
 mkdir -p "$out"
 work="$(mktemp -d /tmp/gpuprio_interception.XXXXXX)"
 say() { printf 'run_interception_check: %s\n' "$*"; }
 
-[[ -x "$prog" ]] || { say "error: $prog missing: run tools/gpu_check/build_artifacts.sh on the CPU machine and carry .gpu"; exit 1; }
+[[ -x "$prog" ]] || { say "error: $prog missing: run tests/gpu/build_artifacts.sh on the CPU machine and carry .gpu"; exit 1; }
 if ((native_only)); then
   tags=(native native2)
 else
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh (without --skip-lib) and carry .gpu"; exit 1; }
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh (without --skip-lib) and carry .gpu"; exit 1; }
   tags=(native preload)
 fi
 

@@ -2,14 +2,14 @@
 # Builds, on the CPU machine, everything the GPU checks and benchmarks need, into .gpu/ (git-ignored,
 # sent to the GPU machine with the device tool's carry: [".gpu"]):
 #   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
-#   .gpu/driver_api_program     tools/gpu_check/driver_api_program.cu (+ embedded driver_api_kernels.cu)
+#   .gpu/driver_api_program     tests/gpu/driver_api_program.cu (+ embedded driver_api_kernels.cu)
 #   .gpu/launch_rate            tools/bench/launch_rate.cu
 #   .gpu/interference           tools/bench/interference.cu (the in-process form, and with --role
 #                               high|low the two-process one: tools/bench/run_two_process_bench.sh)
 # The PyTorch two-process benchmark (tools/bench/torch_two_process.py) needs nothing built but the library.
 # Idempotent: every run rebuilds all of it.
 #
-# Usage: bash tools/gpu_check/build_artifacts.sh [--skip-lib]
+# Usage: bash tests/gpu/build_artifacts.sh [--skip-lib]
 #   --skip-lib  build only the CUDA programs (for a native-only run before the library exists);
 #               a libgpuprio.so already in .gpu/ is left as it is.
 set -euo pipefail
@@ -66,7 +66,7 @@ arch=(-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_
 common=(-std=c++17 -O2 -Xcompiler -Wall,-Wextra)
 
 say "nvcc: driver_api_kernels.cu -> fatbin -> embedded image"
-"$nvcc" "${arch[@]}" -fatbin -o "$gen/driver_api_kernels.fatbin" tools/gpu_check/driver_api_kernels.cu
+"$nvcc" "${arch[@]}" -fatbin -o "$gen/driver_api_kernels.fatbin" tests/gpu/driver_api_kernels.cu
 # bin2c writes `const unsigned long long gp_driver_api_image[]`: 8-byte aligned, as
 # cuModuleLoadData wants a fatbin image to be.
 "$bin2c" --const --static --name gp_driver_api_image --type longlong "$gen/driver_api_kernels.fatbin" \
@@ -78,7 +78,7 @@ mv -f "$gen/driver_api_image.h.tmp" "$gen/driver_api_image.h"
 cxx="${CXX:-g++}"
 say "$cxx: driver_api_program.cu -> .gpu/driver_api_program (-lcuda, no CUDA runtime)"
 "$cxx" -x c++ -std=c++17 -O2 -Wall -Wextra -I"$cuda/include" -I"$gen" \
-  -o "$out/driver_api_program" tools/gpu_check/driver_api_program.cu -x none \
+  -o "$out/driver_api_program" tests/gpu/driver_api_program.cu -x none \
   -L"$cuda/lib64/stubs" -L"$cuda/lib64" -lcuda
 
 say "nvcc: launch_rate.cu -> .gpu/launch_rate (-lcuda, static CUDA runtime)"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Tracer check, run ON the GPU machine from the repo root, after
-# tools/gpu_check/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
+# tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried along:
 #
-#   bash tools/gpu_check/run_trace_check.sh "$OUT" [--native-only]
+#   bash tests/gpu/run_trace_check.sh "$OUT" [--native-only]
 #
-# Runs (each a separate python3 process with a timeout; workloads in tools/gpu_check/trace_check.py):
+# Runs (each a separate python3 process with a timeout; workloads in tests/gpu/trace_check.py):
 #   a  resnet50_trace     GPUPRIO_MODE=schedule GPUPRIO_LOG=info GPUPRIO_TRACE=OUT/resnet_trace.json:
 #                         ResNet-50 forwards + one training step; the trace is checked (kernels
 #                         linked to client threads, flows complete, dispatcher slices)
@@ -30,10 +30,10 @@
 # default 450), ROUNDS (3), ITERS (latency iterations, 500), WARMUP (50).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../gpu_check/gpu_run_args.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 py="${PYTHON:-python3}"
 lib="${GPUPRIO_LIB:-$repo/.gpu/libgpuprio.so}"
-script="$repo/tools/gpu_check/trace_check.py"
+script="$repo/tests/gpu/trace_check.py"
 per_run_timeout="${TRACE_CHECK_TIMEOUT:-150}"
 budget="${TRACE_CHECK_BUDGET:-450}"
 rounds="${ROUNDS:-3}"
@@ -42,7 +42,7 @@ warmup="${WARMUP:-50}"
 say() { printf 'run_trace_check: %s\n' "$*"; }
 
 if ((native_only == 0)); then
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tools/gpu_check/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
+  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
 fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"

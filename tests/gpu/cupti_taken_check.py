@@ -6,7 +6,7 @@ CUPTI first; gpuprio, asked to trace (GPUPRIO_TRACE), then finds CUPTI taken at 
 scheduled call. Asserts: the program exits 0; gpuprio says so exactly once on stderr; it writes
 no trace file; torch.profiler's own trace has kernels and >= 95% of them are linked to an aten op.
 
-  python3 tools/gpu_check/cupti_taken_check.py OUT_DIR [--lib .gpu/libgpuprio.so]
+  python3 tests/gpu/cupti_taken_check.py OUT_DIR [--lib .gpu/libgpuprio.so]
 Writes OUT_DIR/cupti_taken.txt; exit 0 on PASS.
 """
 import argparse
