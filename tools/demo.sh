@@ -128,9 +128,10 @@ printf 'scheduled: '; LD_PRELOAD="$lib" GPUPRIO_MODE=schedule "$bin/tests/schedu
   head -n 1
 say "(high_latency_us: how long the high-priority chain took from submission to completion)"
 
-say "two processes: a high-priority one (20 bursts of 5 x 200 us kernels, one every 20 ms) beside a"
-say "low-priority one (back-to-back 2 ms kernels). Each has its own fake GPU, so what shows is the"
-say "coordination itself: low kernels issued while the high process had work queued or in flight"
+say "two processes: a high-priority one (20 bursts of 5 x 200 us kernels, one every 20 ms) beside a
+      low-priority one (back-to-back 2 ms kernels). Each has its own fake GPU, so what shows is
+      the coordination itself: low kernels issued while the high process had work queued or in
+      flight"
 coord="$bin/tests/coordinator/coord_client"
 fake_pair() {
   local with="$1" ready="$work/ready.$1" stop="$work/stop.$1" low_pid
