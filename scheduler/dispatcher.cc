@@ -561,13 +561,6 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
     if (start != nullptr) q->free_events.push_back(start);
   } else {
     const uint64_t estimate = estimate_before;  // before this op could have taught it anything
-    q->in_flight.push_back(
-        {op->priority, estimate, op->cost_key, now, !q->in_flight.empty(), start});
-    AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
-    if (!q->tracked) {
-      q->tracked = true;
-      tracking_.push_back(q);
-    }
     // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
     // is marked every few ops, and each op that is a large part of its budget alone, so each
     // completion frees budget while the next op runs (one mark over the whole budget would let
@@ -579,6 +572,21 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
         start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
         (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
                       estimate >= budget_ns / 8));
+    // Marked alone without a start event, the op is measured from the mark before it, which is
+    // its start only if the GPU was still busy with that mark's work when the op was issued: a
+    // mark already complete means the GPU may have idled in between, and the gap would be
+    // learned as the op's duration (larger estimates, fewer ops admitted, more gaps). The query
+    // comes after the issue, so "not ready" is certain and "ready" merely loses a sample.
+    const bool back_to_back =
+        mark && start == nullptr && !q->in_flight.empty() && !q->marks.empty() &&
+        q->marks.back().covers == q->in_flight.size() &&
+        driver_.event_query(q->marks.back().event) == CUDA_ERROR_NOT_READY;
+    q->in_flight.push_back({op->priority, estimate, op->cost_key, now, back_to_back, start});
+    AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
+    if (!q->tracked) {
+      q->tracked = true;
+      tracking_.push_back(q);
+    }
     if (mark) AddCompletionMark(q);
   }
   CountIssued(op);

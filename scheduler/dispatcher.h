@@ -102,7 +102,7 @@ class Dispatcher {
     uint64_t estimate_ns;
     const void* cost_key;
     int64_t issue_ns;
-    bool back_to_back;  // the stream had unfinished work when this op was issued
+    bool back_to_back;  // queued behind the mark before it while that mark's work still ran
     CUevent start;      // recorded just before the op when its cost is being learned, or null
   };
   struct CompletionMark {

@@ -64,8 +64,9 @@ CUresult EventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
 CUresult EventQuery(CUevent) {
   return g_gpu_progresses.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
+std::atomic<float> g_elapsed_ms{1.0f};  // what every elapsed-time measurement returns
 CUresult Elapsed(float* ms, CUevent, CUevent) {
-  *ms = 1.0f;
+  *ms = g_elapsed_ms.load();
   return CUDA_SUCCESS;
 }
 CUresult EventDestroy(CUevent) {
@@ -234,6 +235,47 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
   high.reset();
   shm_unlink(name.c_str());
+}
+
+// Waits until `issued` ops have been issued and the dispatcher has seen every low op complete.
+bool WaitIssuedAndSeenComplete(PriorityLevels& levels, int issued) {
+  for (int i = 0; i < 5000; ++i) {
+    if (g_issued.load() == issued && levels.At(-1).in_flight_ops.load() == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_CASE("An op queued behind work that had already finished is not measured from it",
+          "[dispatcher]") {
+  // The scripted GPU finishes everything at once, so when the dispatcher issues an op behind
+  // another whose completion it has not seen yet, the GPU was in fact idle in between: the time
+  // from the previous mark (50 ms here) is no measure of the op.
+  g_gpu_progresses = true;
+  g_issued = 0;
+  SchedulerOptions options = Options();
+  options.budget_ns = 4'000'000;  // room for 3 ops of 1 ms; each is marked alone
+  PriorityLevels levels;
+  Dispatcher d(0, ScriptedDriver(), options, &levels, nullptr);
+  StreamState s;
+  AttachStream(d, s);
+  g_elapsed_ms = 1.0f;
+  SubmitLow(d, s, 1);  // unknown: measured between its own events, 1 ms
+  CHECK(WaitIssuedAndSeenComplete(levels, 1));
+  g_elapsed_ms = 50.0f;
+  SubmitLow(d, s, 3);  // issued back to back behind marks that are already complete
+  CHECK(WaitIssuedAndSeenComplete(levels, 4));
+  g_gpu_progresses = false;
+  SubmitLow(d, s, 1);
+  for (int i = 0; i < 5000 && g_issued.load() < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(g_issued.load() == 5);
+  // The estimate the last op was admitted with: still the 1 ms measured exactly.
+  CHECK(levels.At(-1).in_flight_estimated_ns.load() == 1'000'000);
+  d.Stop(/*bounded=*/true);
+  g_gpu_progresses = true;
+  g_elapsed_ms = 1.0f;
 }
 
 }  // namespace
