@@ -93,7 +93,8 @@ class TracerCore {
                          size_t valid_size);
 
   void OnSubmit(scheduler::Op& op);
-  void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns, int64_t end_ns);
+  void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
+                     int64_t end_ns);
   void OnDispatcherStart(int device);
   void OnIssueBegin(const scheduler::Op& op);
   void OnIssueEnd(const scheduler::Op& op, CUresult result);
@@ -390,8 +391,8 @@ void TracerCore::OnSubmit(scheduler::Op& op) {
   events_.RecordSubmit(r);
 }
 
-void TracerCore::OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
-                          int64_t end_ns) {
+void TracerCore::OnCallerIssue(const char* api, int priority, CUstream stream,
+                               int64_t begin_ns, int64_t end_ns) {
   const int64_t now = CuptiNow();
   SubmitRecord r;
   r.op_id = next_op_id_.fetch_add(1, std::memory_order_relaxed);
@@ -554,8 +555,8 @@ absl::Status CuptiTracer::FinishActive() {
   return core != nullptr ? core->Finish() : absl::OkStatus();
 }
 void CuptiTracer::OnSubmit(scheduler::Op& op) { core_->OnSubmit(op); }
-void CuptiTracer::OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
-                           int64_t end_ns) {
+void CuptiTracer::OnCallerIssue(const char* api, int priority, CUstream stream,
+                                int64_t begin_ns, int64_t end_ns) {
   core_->OnCallerIssue(api, priority, stream, begin_ns, end_ns);
 }
 void CuptiTracer::OnDispatcherStart(int device) { core_->OnDispatcherStart(device); }

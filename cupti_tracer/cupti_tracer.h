@@ -66,7 +66,7 @@ class CuptiTracer : public scheduler::OpObserver {
 
   void OnSubmit(scheduler::Op& op) override;
   void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
-                int64_t end_ns) override;
+                     int64_t end_ns) override;
   void OnDispatcherStart(int device) override;
   void OnIssueBegin(const scheduler::Op& op) override;
   void OnIssueEnd(const scheduler::Op& op, CUresult result) override;

@@ -11,6 +11,12 @@
 
 namespace gpuprio::hook {
 
+// An op that only orders or signals (an event record or wait, a value wait or write, a host
+// function, stream-ordered allocation) holds no SMs. Counted at the default estimate (a whole
+// budget), each of them would hold back every kernel behind it until its completion was seen,
+// leaving the GPU idle around it.
+inline constexpr uint64_t kSignalCostHintNs = 1;
+
 // A copy's bytes at a nominal 20 GB/s, plus a fixed 1 us.
 inline uint64_t CopyCostHintNs(size_t bytes) { return bytes / 20 + 1000; }
 
@@ -28,11 +34,8 @@ constexpr bool SymbolContains(const char* symbol, const char* part) {
   return false;
 }
 
-// For the ordered calls that OrderedByValue queues. Ops that only order or signal (event records
-// and waits, value waits and writes, host functions, stream-ordered allocation) hold no SMs: 1 ns.
-// Counted at the default estimate (a whole budget), each of them would hold back every kernel
-// behind it until its completion was seen, leaving the GPU idle around it. A memset costs its
-// bytes like a copy. A graph's cost is unknown: 0, the dispatcher's default.
+// For the ordered calls that OrderedByValue queues: kSignalCostHintNs, except that a memset costs
+// its bytes like a copy and a graph's cost is unknown (0: the dispatcher's default).
 template <ApiId kId, typename... Args>
 uint64_t OrderedCostHintNs(Args... args) {
   constexpr const char* kSymbol = Info(kId).symbol;
@@ -54,7 +57,7 @@ uint64_t OrderedCostHintNs(Args... args) {
     const size_t elements = count == 3 ? sizes[1] * sizes[2] : sizes[0];
     return CopyCostHintNs(elements * kElement);
   } else {
-    return 1;
+    return kSignalCostHintNs;
   }
 }
 

@@ -77,8 +77,9 @@ CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* str
     DriverCallScope in_driver;
     result = call();
   }
-  observer->OnCallerIssue(Info(kId).symbol, priority, stream != nullptr ? stream->stream : nullptr,
-                     begin_ns, base::SteadyNowNs());
+  observer->OnCallerIssue(Info(kId).symbol, priority,
+                          stream != nullptr ? stream->stream : nullptr, begin_ns,
+                          base::SteadyNowNs());
   return result;
 }
 

@@ -16,7 +16,6 @@ namespace gpuprio::hook {
 // True when `p` is host memory the driver does not know (pageable).
 bool IsPageableHostMemory(const void* p);
 
-
 template <ApiId kId>
 struct EventRecordInterceptor {
   template <typename Real, typename... Args>
@@ -39,8 +38,8 @@ struct EventRecordInterceptor {
       event->last_record.store(nullptr, std::memory_order_release);  // nothing to wait for
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    // Signals only: it holds no SMs (op_cost_hint.h).
-    const CUresult r = SubmitByValue<kId, Real>(s, stream, nullptr, 1, nullptr, args...);
+    const CUresult r =
+        SubmitByValue<kId, Real>(s, stream, nullptr, kSignalCostHintNs, nullptr, args...);
     event->last_record.store(stream, std::memory_order_release);
     return r;
   }
@@ -65,8 +64,8 @@ struct StreamWaitEventInterceptor {
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
     event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
-    // Orders only: it holds no SMs (op_cost_hint.h).
-    return SubmitByValue<kId, Real>(s, stream, recorder, 1, &event->queued_waits, args...);
+    return SubmitByValue<kId, Real>(s, stream, recorder, kSignalCostHintNs, &event->queued_waits,
+                                    args...);
   }
 };
 

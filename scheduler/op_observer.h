@@ -46,7 +46,7 @@ class OpObserver {
   // A stream call ran on its caller (per-thread stream, capture, pageable copy, fast path).
   // `stream` is the application's handle, `begin_ns`/`end_ns` bracket the real call.
   virtual void OnCallerIssue(const char* api, int priority, CUstream stream, int64_t begin_ns,
-                        int64_t end_ns) = 0;
+                             int64_t end_ns) = 0;
   virtual void OnDispatcherStart(int device) = 0;
   virtual void OnIssueBegin(const Op& op) = 0;
   virtual void OnIssueEnd(const Op& op, CUresult result) = 0;

@@ -41,6 +41,12 @@ cleanup() {
 }
 trap cleanup EXIT
 gpuprio_run() { GPUPRIO_LIB="$lib" GPUPRIO_DOMAIN="$domain" tools/cli/gpuprio run "$@"; }
+# as_priority native|gpuprio PRIORITY CMD...: CMD as it is, or under `gpuprio run --priority`.
+as_priority() {
+  local with="$1" priority="$2"
+  shift 2
+  if [[ "$with" == gpuprio ]]; then gpuprio_run --priority "$priority" -- "$@"; else "$@"; fi
+}
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
    ldconfig -p | grep -q 'libcuda\.so\.1 '; then
@@ -68,7 +74,7 @@ print("matmul ok:", torch.allclose(c.cpu(), a.cpu() @ b.cpu(), rtol=1e-3, atol=1
   # would not be right).
   cycles=()
   gpu_pair() {
-    local with="$1" peer="$work/peer.$1" stop="$work/stop.$1" low_pid=""
+    local with="$1" peer="$work/peer.$1" stop="$work/stop.$1" low_pid
     local -a shape=(--low-ms 2 --low-blocks-per-sm 2 --low-threads 1024 --low-fill smem
                     "${cycles[@]}")
     if [[ "$with" == alone ]]; then
@@ -82,19 +88,13 @@ print(next(json.loads(l) for l in open(sys.argv[1]) if l.startswith("{"))["cycle
                   --stop-file "$stop" --seconds 60)
     local -a high=(.gpu/interference --role high "${shape[@]}" --peer-file "$peer"
                    --releases 300)
-    if [[ "$with" == alone ]]; then
-      :
-    elif [[ "$with" == gpuprio ]]; then
-      gpuprio_run --priority low -- "${low[@]}" >"$work/low.$with" 2>&1 &
+    if [[ "$with" != alone ]]; then
+      as_priority "$with" low "${low[@]}" >"$work/low.$with" 2>&1 &
       low_pid=$!
-      gpuprio_run --priority high -- "${high[@]}" >"$work/high.$with" 2>&1 || true
-    else
-      "${low[@]}" >"$work/low.$with" 2>&1 &
-      low_pid=$!
-      "${high[@]}" >"$work/high.$with" 2>&1 || true
+      as_priority "$with" high "${high[@]}" >"$work/high.$with" 2>&1 || true
+      : >"$stop"
+      wait "$low_pid" || true
     fi
-    : >"$stop"
-    [[ -n "$low_pid" ]] && { wait "$low_pid" || true; }
     python3 - "$with" "$work/high.$with" <<'PY'
 import json, sys
 with_, path = sys.argv[1:]
@@ -135,15 +135,9 @@ say "two processes: a high-priority one (20 bursts of 5 x 200 us kernels, one ev
 coord="$bin/tests/coordinator/coord_client"
 fake_pair() {
   local with="$1" ready="$work/ready.$1" stop="$work/stop.$1" low_pid
-  if [[ "$with" == gpuprio ]]; then
-    gpuprio_run --priority low -- "$coord" stream "$ready" "$stop" 2000 >"$work/low.$with" &
-    low_pid=$!
-    gpuprio_run --priority high -- "$coord" burst "$ready" 20 20000 5 200 >"$work/high.$with"
-  else
-    "$coord" stream "$ready" "$stop" 2000 >"$work/low.$with" &
-    low_pid=$!
-    "$coord" burst "$ready" 20 20000 5 200 >"$work/high.$with"
-  fi
+  as_priority "$with" low "$coord" stream "$ready" "$stop" 2000 >"$work/low.$with" &
+  low_pid=$!
+  as_priority "$with" high "$coord" burst "$ready" 20 20000 5 200 >"$work/high.$with"
   : >"$stop"
   wait "$low_pid"
   python3 - "$with" "$work/high.$with" "$work/low.$with" <<'PY'
