@@ -13,6 +13,7 @@
 #include "cupti_tracer/nvtx_annotator.h"
 #include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_on_signal.h"
+#include "cupti_tracer/trace_path_pattern.h"
 #include "scheduler/base/env_vars.h"
 #include "scheduler/base/logging.h"
 
@@ -34,7 +35,16 @@ std::unique_ptr<scheduler::OpObserver> FallBackToNvtx(const TracerConfig& config
 
 }  // namespace
 
-std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config) {
+std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& unexpanded) {
+  TracerConfig config = unexpanded;
+  if (!config.path.empty()) {
+    // Once, here: the process that starts tracing names its file (an exec'd child loads gpuprio
+    // again and expands the pattern with its own pid; a forked child records no trace).
+    ExpandedTracePath expanded =
+        ExpandTracePath(config.path, CurrentTracePathContext(), GpuprioGetenv);
+    for (const std::string& warning : expanded.warnings) Log(LogLevel::kWarning, warning);
+    config.path = std::move(expanded.path);
+  }
   if (config.path.empty()) {
     // Kineto compatibility only: nothing to do unless some component already loaded libcupti.
     if (!FindLoadedCupti().ok()) return nullptr;

@@ -23,7 +23,8 @@
 
 namespace gpuprio::tracer {
 
-// The observer for `config` (see the file comment); null when nothing is wanted.
+// The observer for `config` (see the file comment); null when nothing is wanted. The
+// placeholders of config.path (trace_path_pattern.h) are expanded first, for this process.
 std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& config);
 
 // MakeTracer(ReadTracerConfig(GpuprioGetenv)).

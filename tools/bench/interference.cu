@@ -48,6 +48,15 @@
 // --cycles-per-us X skips the calibration and uses X: in the two-process form one process would
 // calibrate while the other one fills the GPU, so the runner calibrates once, alone, and passes the
 // result to every process (the kernels then have the same length in every run).
+// Low rate, timed by completions: while high runs beside low work, a thread polls the low
+// completion counter every 100 us (in --role low the relay thread does, every 200 us) and logs each
+// change with its time; a rate over an interval is the completions between the first and the last
+// change inside it over the time between them. low_active_per_s: over the high thread's measured
+// window; low_own_timed_per_s: over the low process's own window (--role low, "low alone").
+// --idle-tail-s S: after its last measured release the high thread releases nothing for S seconds
+// while the low work goes on, then stops it; low_idle_per_s is the low rate over that tail less its
+// first --tail-skip-s (0.5: the time gpuprio still counts the high level as active), i.e. what low
+// work gets once the important work has gone quiet.
 // Prints one JSON line on stdout; exit 0 on success, 1 on any CUDA error.
 //
 // Usage: interference [--low-ms L] [--priority-mode none|stream|gpuprio] [--releases N]
@@ -55,6 +64,7 @@
 //                     [--low-blocks-per-sm K] [--low-threads T] [--low-fill smem|none]
 //                     [--max-seconds S] [--role both|high|low] [--peer-file F] [--stop-file F]
 //                     [--seconds S] [--low-warmup-s S] [--peer-wait-s S] [--cycles-per-us X]
+//                     [--idle-tail-s S] [--tail-skip-s S]
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -79,6 +89,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
+
 // Spins for `cycles` SM clock cycles.
 __device__ __forceinline__ void gp_spin(long long cycles) {
   const long long start = clock64();
@@ -101,6 +113,9 @@ __global__ void gp_low_spin_kernel(long long cycles, unsigned long long* done) {
 
 namespace {
 
+using gp_bench::json_escape;
+using gp_bench::percentile;
+using gp_bench::rt_error;
 using Clock = std::chrono::steady_clock;
 using SetPriorityFn = int (*)(int);
 
@@ -124,28 +139,9 @@ struct Options {
   double low_warmup_s = 0.5;
   double peer_wait_s = 20;
   double cycles_per_us = 0;  // 0: calibrate
+  double idle_tail_s = 0;    // after the high thread's last release, low keeps running this long
+  double tail_skip_s = 0.5;  // the start of the tail that is not measured (gpuprio's activity window)
 };
-
-std::string rt_error(const char* what, cudaError_t e) {
-  return std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + std::to_string((int)e) + ")";
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') { out += '\\'; out += ch; }
-    else if ((unsigned char)ch < 0x20) { char buf[8]; std::snprintf(buf, sizeof buf, "\\u%04x", ch); out += buf; }
-    else out += ch;
-  }
-  return out;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  size_t k = (size_t)(q * (double)(v.size() - 1) + 0.5);
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k];
-}
 
 void usage(const char* argv0) {
   std::fprintf(stderr,
@@ -153,7 +149,8 @@ void usage(const char* argv0) {
                "          [--period-ms P] [--chain C] [--high-us U] [--batch B] [--low-blocks-per-sm K]\n"
                "          [--low-threads T] [--low-fill smem|none] [--max-seconds S]\n"
                "          [--role both|high|low] [--peer-file F] [--stop-file F] [--seconds S]\n"
-               "          [--low-warmup-s S] [--peer-wait-s S] [--cycles-per-us X]\n",
+               "          [--low-warmup-s S] [--peer-wait-s S] [--cycles-per-us X] [--idle-tail-s S]\n"
+               "          [--tail-skip-s S]\n",
                argv0);
   std::exit(2);
 }
@@ -272,6 +269,7 @@ struct HighResult {
   bool cut_short = false;  // --max-seconds ran out
   double window_s = 0;     // first measured release to end of the last
   int64_t window_start_ns = 0, window_end_ns = 0;  // the same, CLOCK_MONOTONIC
+  int64_t tail_end_ns = 0;  // end of the idle tail (--idle-tail-s), 0 without one
   unsigned long long low_done_start = 0, low_done_end = 0;
   int set_priority_rc = -2;  // -2: not called
 };
@@ -288,6 +286,43 @@ struct LowOwn {
   unsigned long long kernels = 0;
   int64_t window_start_ns = 0, window_end_ns = 0;
 };
+
+// Low completions as a poller saw them: (CLOCK_MONOTONIC ns, count) at each change of the count.
+// A rate over an interval runs from the first change inside it to the last one, so it does not
+// depend on where in a kernel the interval's ends fall (at L = 100 ms a 2 s interval holds only ~20
+// kernels: counting whole kernels over the interval would be off by up to 5%).
+struct CompletionSample {
+  int64_t t_ns;
+  unsigned long long n;
+};
+
+struct TimedRate {
+  double per_s = 0;
+  unsigned long long kernels = 0;  // completions between the first and the last change inside
+  double span_s = 0;
+};
+
+TimedRate rate_between(const std::vector<CompletionSample>& log, int64_t from_ns, int64_t to_ns) {
+  TimedRate r;
+  const CompletionSample* first = nullptr;
+  const CompletionSample* last = nullptr;
+  for (const CompletionSample& c : log) {
+    if (c.t_ns < from_ns) continue;
+    if (c.t_ns > to_ns) break;
+    if (!first) first = &c;
+    last = &c;
+  }
+  if (first && last != first) {
+    r.kernels = last->n - first->n;
+    r.span_s = (double)(last->t_ns - first->t_ns) / 1e9;
+    r.per_s = (double)r.kernels / r.span_s;
+  }
+  return r;
+}
+
+void note_completions(std::vector<CompletionSample>& log, unsigned long long n) {
+  if (log.empty() || log.back().n != n) log.push_back({mono_ns(), n});
+}
 
 unsigned long long read_counter(volatile unsigned long long* p) {
   return p ? __atomic_load_n(const_cast<unsigned long long*>(p), __ATOMIC_ACQUIRE) : 0;
@@ -337,6 +372,11 @@ void high_thread(const Options& opt, cudaStream_t stream, long long cycles, int 
     res.low_done_end = low_done_now(sh);
     res.window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
     res.window_end_ns = mono_ns();
+    // The idle tail: no more releases, the low work goes on; its rate is taken from the log.
+    if (opt.idle_tail_s > 0 && sh.err.get().empty()) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(opt.idle_tail_s));
+      res.tail_end_ns = mono_ns();
+    }
   }
   sh.stop.store(true, std::memory_order_release);
 }
@@ -364,7 +404,7 @@ void low_thread(const Options& opt, cudaStream_t stream, long long cycles, int s
 // measures the low process's own rate. A thread of its own because the low thread is blocked in
 // cudaStreamSynchronize for a whole batch (20 x L: 400 ms at L = 20 ms).
 void relay_thread(const Options& opt, volatile unsigned long long* done_host, PeerBlock* peer, Shared& sh,
-                  LowOwn& own) {
+                  LowOwn& own, std::vector<CompletionSample>& log) {
   const auto begin = Clock::now();
   const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.seconds));
   const auto warm = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.low_warmup_s));
@@ -375,6 +415,7 @@ void relay_thread(const Options& opt, volatile unsigned long long* done_host, Pe
     const unsigned long long n = read_counter(done_host);
     const auto t = Clock::now();
     if (peer) peer->low_done.store(n, std::memory_order_release);
+    note_completions(log, n);
     if (!have_first && n >= 1) { have_first = true; first = t; }
     if (have_first && !started && t - first >= warm) {
       started = true;
@@ -405,32 +446,30 @@ void relay_thread(const Options& opt, volatile unsigned long long* done_host, Pe
 
 int main(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[0]);
-      return argv[++i];
-    };
-    if (a == "--low-ms") opt.low_ms = std::atof(next());
-    else if (a == "--priority-mode") opt.priority_mode = next();
-    else if (a == "--releases") opt.releases = std::atoi(next());
-    else if (a == "--warmup") opt.warmup = std::atoi(next());
-    else if (a == "--period-ms") opt.period_ms = std::atof(next());
-    else if (a == "--chain") opt.chain = std::atoi(next());
-    else if (a == "--high-us") opt.high_us = std::atof(next());
-    else if (a == "--batch") opt.batch = std::atoi(next());
-    else if (a == "--low-blocks-per-sm") opt.low_blocks_per_sm = std::atoi(next());
-    else if (a == "--low-threads") opt.low_threads = std::atoi(next());
-    else if (a == "--low-fill") opt.low_fill = next();
-    else if (a == "--max-seconds") opt.max_seconds = std::atof(next());
-    else if (a == "--role") opt.role = next();
-    else if (a == "--peer-file") opt.peer_file = next();
-    else if (a == "--stop-file") opt.stop_file = next();
-    else if (a == "--seconds") opt.seconds = std::atof(next());
-    else if (a == "--low-warmup-s") opt.low_warmup_s = std::atof(next());
-    else if (a == "--peer-wait-s") opt.peer_wait_s = std::atof(next());
-    else if (a == "--cycles-per-us") opt.cycles_per_us = std::atof(next());
-    else usage(argv[0]);
+  gp_bench::Args args(argc, argv, usage);
+  while (args.next()) {
+    if (args.is("--low-ms")) opt.low_ms = args.num();
+    else if (args.is("--priority-mode")) opt.priority_mode = args.str();
+    else if (args.is("--releases")) opt.releases = (int)args.integer();
+    else if (args.is("--warmup")) opt.warmup = (int)args.integer();
+    else if (args.is("--period-ms")) opt.period_ms = args.num();
+    else if (args.is("--chain")) opt.chain = (int)args.integer();
+    else if (args.is("--high-us")) opt.high_us = args.num();
+    else if (args.is("--batch")) opt.batch = (int)args.integer();
+    else if (args.is("--low-blocks-per-sm")) opt.low_blocks_per_sm = (int)args.integer();
+    else if (args.is("--low-threads")) opt.low_threads = (int)args.integer();
+    else if (args.is("--low-fill")) opt.low_fill = args.str();
+    else if (args.is("--max-seconds")) opt.max_seconds = args.num();
+    else if (args.is("--role")) opt.role = args.str();
+    else if (args.is("--peer-file")) opt.peer_file = args.str();
+    else if (args.is("--stop-file")) opt.stop_file = args.str();
+    else if (args.is("--seconds")) opt.seconds = args.num();
+    else if (args.is("--low-warmup-s")) opt.low_warmup_s = args.num();
+    else if (args.is("--peer-wait-s")) opt.peer_wait_s = args.num();
+    else if (args.is("--cycles-per-us")) opt.cycles_per_us = args.num();
+    else if (args.is("--idle-tail-s")) opt.idle_tail_s = args.num();
+    else if (args.is("--tail-skip-s")) opt.tail_skip_s = args.num();
+    else args.bad();
   }
   if (opt.low_ms < 0 || opt.releases < 1 || opt.warmup < 0 || opt.period_ms <= 0 || opt.chain < 1 ||
       opt.high_us <= 0 || opt.batch < 1 || opt.low_blocks_per_sm < 1 || opt.low_threads < 1 ||
@@ -439,6 +478,7 @@ int main(int argc, char** argv) {
       (opt.low_fill != "smem" && opt.low_fill != "none") ||
       (opt.role != "both" && opt.role != "high" && opt.role != "low") || (opt.role == "low" && opt.low_ms <= 0) ||
       opt.seconds <= 0 || opt.low_warmup_s < 0 || opt.peer_wait_s <= 0 || opt.cycles_per_us < 0 ||
+      opt.idle_tail_s < 0 || opt.tail_skip_s < 0 || (opt.idle_tail_s > 0 && opt.tail_skip_s >= opt.idle_tail_s) ||
       (opt.role == "both" && (!opt.peer_file.empty() || !opt.stop_file.empty())))
     usage(argv[0]);
   const bool run_high_here = opt.role != "low";
@@ -556,6 +596,8 @@ int main(int argc, char** argv) {
   HighResult hr;
   LowResult lr;
   LowOwn own;
+  std::vector<CompletionSample> completions;  // written by the sampler or relay thread, read after joins
+  completions.reserve(1 << 16);
   PeerBlock* peer = nullptr;
   if (error.empty() && with_peer) {
     peer = opt.role == "low" ? create_peer(opt.peer_file, &error) : open_peer(opt.peer_file, opt.peer_wait_s, &error);
@@ -569,10 +611,23 @@ int main(int argc, char** argv) {
       low = std::thread(low_thread, std::cref(opt), ls, low_cycles, sms, low_smem, done_dev, set_prio, std::ref(sh),
                         std::ref(lr));
     if (opt.role == "low")
-      relay = std::thread(relay_thread, std::cref(opt), done_host, peer, std::ref(sh), std::ref(own));
+      relay = std::thread(relay_thread, std::cref(opt), done_host, peer, std::ref(sh), std::ref(own),
+                          std::ref(completions));
     if (run_high_here)
       high = std::thread(high_thread, std::cref(opt), hs, high_cycles, sms, set_prio, std::ref(sh), std::ref(hr));
+    // Low work beside the high thread (here or in the peer): its completions, polled every 100 us.
+    std::atomic<bool> sampler_stop{false};
+    std::thread sampler;
+    if (run_high_here && !alone)
+      sampler = std::thread([&] {
+        while (!sampler_stop.load(std::memory_order_acquire)) {
+          note_completions(completions, low_done_now(sh));
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+      });
     if (high.joinable()) high.join();
+    sampler_stop.store(true, std::memory_order_release);
+    if (sampler.joinable()) sampler.join();
     if (opt.role == "high" && peer) peer->stop.store(1, std::memory_order_release);  // the window is over
     if (relay.joinable()) relay.join();
     if (low.joinable()) low.join();
@@ -597,6 +652,11 @@ int main(int argc, char** argv) {
   if (error.empty() && opt.role == "low" && own.window_s <= 0)
     error = "the low process stopped (" + own.stopped_by + ") before its own window began (--low-warmup-s)";
   const double low_own_per_s = own.window_s > 0 ? (double)own.kernels / own.window_s : 0;
+  const TimedRate low_active = rate_between(completions, hr.window_start_ns, hr.window_end_ns);
+  const TimedRate low_idle =
+      hr.tail_end_ns ? rate_between(completions, hr.window_end_ns + (int64_t)(opt.tail_skip_s * 1e9), hr.tail_end_ns)
+                     : TimedRate{};
+  const TimedRate low_own_timed = rate_between(completions, own.window_start_ns, own.window_end_ns);
   if (peer) {
     if (opt.role == "high") peer->stop.store(1, std::memory_order_release);  // also after an error
     munmap(peer, kPeerFileBytes);
@@ -606,14 +666,14 @@ int main(int argc, char** argv) {
   if (ls) cudaStreamDestroy(ls);
   if (done_host) cudaFreeHost(done_host);
 
-  const char* mode = std::getenv("GPUPRIO_MODE");
-  const char* preload = std::getenv("LD_PRELOAD");
-  const bool preloaded = preload && std::strstr(preload, "gpuprio");
+  const gp_bench::GpuprioEnv env = gp_bench::gpuprio_env();
   const bool set_ok = set_prio != nullptr && (!run_high_here || hr.set_priority_rc == 0) &&
                       (!run_low_here || lr.set_priority_rc == 0);
   const char* env_priority = std::getenv("GPUPRIO_PRIORITY");
   const char* env_domain = std::getenv("GPUPRIO_DOMAIN");
   const char* env_coordinate = std::getenv("GPUPRIO_COORDINATE");
+  const char* env_isolation = std::getenv("GPUPRIO_ISOLATION");
+  const char* env_reserved = std::getenv("GPUPRIO_RESERVED_SMS");
 
   std::printf(
       "{\"bench\":\"interference\",\"ok\":%s,\"priority_mode\":\"%s\",\"low_ms\":%g,\"alone\":%s,"
@@ -629,19 +689,26 @@ int main(int argc, char** argv) {
       "\"role\":\"%s\",\"peer\":%s,\"cycles_per_us_given\":%s,\"window_start_ns\":%lld,\"window_end_ns\":%lld,"
       "\"low_own_window_s\":%.4f,\"low_own_kernels\":%llu,\"low_own_per_s\":%.3f,\"low_stopped_by\":\"%s\","
       "\"low_window_start_ns\":%lld,\"low_window_end_ns\":%lld,\"pid\":%ld,\"env_priority\":\"%s\","
-      "\"env_domain\":\"%s\",\"env_coordinate\":\"%s\",\"error\":\"%s\"}\n",
+      "\"env_domain\":\"%s\",\"env_coordinate\":\"%s\",\"env_isolation\":\"%s\",\"env_reserved_sms\":\"%s\","
+      "\"idle_tail_s\":%g,\"tail_skip_s\":%g,\"tail_end_ns\":%lld,\"low_active_per_s\":%.3f,"
+      "\"low_active_kernels\":%llu,\"low_active_span_s\":%.4f,\"low_idle_per_s\":%.3f,\"low_idle_kernels\":%llu,"
+      "\"low_idle_span_s\":%.4f,\"low_own_timed_per_s\":%.3f,\"low_own_timed_kernels\":%llu,"
+      "\"completion_samples\":%zu,\"error\":\"%s\"}\n",
       error.empty() ? "true" : "false", opt.priority_mode.c_str(), opt.low_ms, alone ? "true" : "false",
       opt.releases, lat.size(), opt.warmup, hr.cut_short ? "true" : "false", opt.period_ms, opt.chain, opt.high_us, sms,
       p50, p99, mx, mn, mean, hr.window_s, low_in_window, low_per_s, low_gpu_fraction, low_total, lr.launched,
       opt.batch, alone ? 0 : opt.low_blocks_per_sm * sms, opt.low_threads, opt.low_blocks_per_sm, opt.low_fill.c_str(),
       low_smem, low_resident, sms, cycles_per_us, greatest, least, have_symbol ? "true" : "false",
       set_ok ? "true" : "false", hr.set_priority_rc, lr.set_priority_rc, run_s, driver_version, json_escape(device).c_str(),
-      preloaded ? "true" : "false", json_escape(mode ? mode : "").c_str(), opt.role.c_str(), with_peer ? "true" : "false",
+      env.preloaded ? "true" : "false", json_escape(env.mode).c_str(), opt.role.c_str(), with_peer ? "true" : "false",
       opt.cycles_per_us > 0 ? "true" : "false", (long long)hr.window_start_ns, (long long)hr.window_end_ns,
       own.window_s, own.kernels, low_own_per_s, json_escape(own.stopped_by).c_str(), (long long)own.window_start_ns,
       (long long)own.window_end_ns, (long)getpid(), json_escape(env_priority ? env_priority : "").c_str(),
       json_escape(env_domain ? env_domain : "").c_str(), json_escape(env_coordinate ? env_coordinate : "").c_str(),
-      json_escape(error).c_str());
+      json_escape(env_isolation ? env_isolation : "").c_str(), json_escape(env_reserved ? env_reserved : "").c_str(),
+      opt.idle_tail_s, opt.tail_skip_s, (long long)hr.tail_end_ns, low_active.per_s, low_active.kernels,
+      low_active.span_s, low_idle.per_s, low_idle.kernels, low_idle.span_s, low_own_timed.per_s, low_own_timed.kernels,
+      completions.size(), json_escape(error).c_str());
   std::fflush(stdout);
   return error.empty() ? 0 : 1;
 }

@@ -27,10 +27,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
+
 __global__ void gp_empty_kernel() {}
 
 namespace {
 
+using gp_bench::percentile;
+using gp_bench::rt_error;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -51,27 +55,6 @@ std::string cu_error(const char* what, CUresult r) {
   const char* name = nullptr;
   cuGetErrorName(r, &name);
   return std::string(what) + " failed: " + (name ? name : "?") + " (" + std::to_string((int)r) + ")";
-}
-
-std::string rt_error(const char* what, cudaError_t e) {
-  return std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + std::to_string((int)e) + ")";
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') { out += '\\'; out += ch; }
-    else if ((unsigned char)ch < 0x20) { char buf[8]; std::snprintf(buf, sizeof buf, "\\u%04x", ch); out += buf; }
-    else out += ch;
-  }
-  return out;
-}
-
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  size_t k = (size_t)(q * (double)(v.size() - 1) + 0.5);
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k];
 }
 
 void usage(const char* argv0) {
@@ -157,18 +140,14 @@ void worker(const Options& opt, CUcontext ctx, CUfunction fn, StartGate& gate, T
 
 int main(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[0]);
-      return argv[++i];
-    };
-    if (a == "--threads") opt.threads = std::atoi(next());
-    else if (a == "--api") opt.api = next();
-    else if (a == "--launches") opt.launches = std::atol(next());
-    else if (a == "--batch") opt.batch = std::atoi(next());
-    else if (a == "--warmup") opt.warmup = std::atol(next());
-    else usage(argv[0]);
+  gp_bench::Args args(argc, argv, usage);
+  while (args.next()) {
+    if (args.is("--threads")) opt.threads = (int)args.integer();
+    else if (args.is("--api")) opt.api = args.str();
+    else if (args.is("--launches")) opt.launches = args.integer();
+    else if (args.is("--batch")) opt.batch = (int)args.integer();
+    else if (args.is("--warmup")) opt.warmup = args.integer();
+    else args.bad();
   }
   if (opt.threads < 1 || opt.launches < 1 || opt.batch < 1 || opt.warmup < 0 ||
       (opt.api != "driver" && opt.api != "runtime"))
@@ -239,9 +218,7 @@ int main(int argc, char** argv) {
   const double p50 = percentile(per_batch, 0.50) / 1000.0;
   const double p99 = percentile(per_batch, 0.99) / 1000.0;
   const double mx = per_batch.empty() ? 0 : *std::max_element(per_batch.begin(), per_batch.end()) / 1000.0;
-  const char* mode = std::getenv("GPUPRIO_MODE");
-  const char* preload = std::getenv("LD_PRELOAD");
-  const bool preloaded = preload && std::strstr(preload, "gpuprio");
+  const gp_bench::GpuprioEnv env = gp_bench::gpuprio_env();
 
   std::printf(
       "{\"bench\":\"launch_rate\",\"ok\":%s,\"api\":\"%s\",\"threads\":%d,\"launches_per_thread\":%ld,"
@@ -250,7 +227,8 @@ int main(int argc, char** argv) {
       "\"clock_read_ns\":%.1f,\"device\":\"%s\",\"preloaded\":%s,\"gpuprio_mode\":\"%s\",\"error\":\"%s\"}\n",
       error.empty() ? "true" : "false", opt.api.c_str(), opt.threads, opt.launches, opt.batch,
       opt.warmup, total, wall_s, wall_s > 0 ? total / wall_s : 0.0, mean_us, p50, p99, mx, clock_ns,
-      json_escape(device).c_str(), preloaded ? "true" : "false", json_escape(mode ? mode : "").c_str(), json_escape(error).c_str());
+      gp_bench::json_escape(device).c_str(), env.preloaded ? "true" : "false", gp_bench::json_escape(env.mode).c_str(),
+      gp_bench::json_escape(error).c_str());
   std::fflush(stdout);
   return error.empty() ? 0 : 1;
 }
