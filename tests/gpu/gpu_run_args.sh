@@ -1,6 +1,14 @@
-# The command line every GPU check and benchmark script takes, in one place: `source` this file
-# with the script's own arguments ("OUT_DIR [--native-only]"). Sets `out`, `native_only` (0 or 1)
-# and `repo` (the checkout's root, which becomes the working directory). Bad arguments: usage, exit 2.
+# shellcheck shell=bash
+# What every GPU check and benchmark script starts with, in one place: `source` this file with the
+# script's own arguments ("OUT_DIR [--native-only]"). Sets
+#   out          OUT_DIR, created, as an absolute path
+#   native_only  0 or 1
+#   repo         the checkout's root, which becomes the working directory
+#   py           $PYTHON or python3
+#   lib          $GPUPRIO_LIB or .gpu/libgpuprio.so (built by tests/gpu/build_artifacts.sh)
+#   work         a fresh /tmp/gpuprio_SCRIPT.XXXXXX for the runs' files
+# and defines say (prints "SCRIPT: ..."), need_lib (unless --native-only: exit 1 when $lib is
+# missing) and need_bin PATH (exit 1 when PATH is not an executable). Bad arguments: usage, exit 2.
 usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 out="$1"; shift
@@ -13,3 +21,21 @@ for arg in "$@"; do
 done
 repo="$(cd "$(dirname "${BASH_SOURCE[1]}")/../.." && pwd)"
 cd "$repo" || exit 1
+gp_script_name="$(basename "${BASH_SOURCE[1]}" .sh)"
+py="${PYTHON:-python3}"
+lib="${GPUPRIO_LIB:-$repo/.gpu/libgpuprio.so}"
+say() { printf '%s: %s\n' "$gp_script_name" "$*"; }
+need_lib() {
+  ((native_only)) && return 0
+  [[ -f "$lib" ]] && return 0
+  say "error: $lib missing: run tests/gpu/build_artifacts.sh (without --skip-lib) and carry .gpu, or use --native-only"
+  exit 1
+}
+need_bin() {
+  [[ -x "$1" ]] && return 0
+  say "error: $1 missing: run tests/gpu/build_artifacts.sh on the CPU machine and carry .gpu"
+  exit 1
+}
+mkdir -p "$out" || exit 1
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d "/tmp/gpuprio_$gp_script_name.XXXXXX")"

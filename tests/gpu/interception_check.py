@@ -7,7 +7,7 @@ Subcommands:
       DIR/CHECK.TAG.pt and a result record (correctness, sha256 of every output) to DIR/CHECK.TAG.json.
       Exit 0 when the result is correct. The shell script runs each check once natively and once with
       libgpuprio.so preloaded, each time as a separate process.
-  summarize --workdir DIR --out OUT --tags A B [--expect-gpuprio]
+  summarize --workdir DIR --out OUT --tags A B [--expect-gpuprio] [--expect-confined]
       Reads the results of tags A and B (e.g. native and preload), compares outputs bit for bit,
       checks the driver-API program, parses the `gpuprio: calls` lines from the stderr of tag B's runs
       (with --expect-gpuprio) and writes OUT/interception_summary.txt, OUT/interception.json and
@@ -318,6 +318,21 @@ def parse_calls(text):
     return apis, lines
 
 
+ISOLATION_RE = re.compile(r"^gpuprio: isolation(?::| off)")
+CONFINED_RE = re.compile(r"\bconfined=(\d+)")
+
+
+def parse_isolation(text):
+    """The library's isolation lines (`gpuprio: isolation: device D: ...` when it made a green
+    context, `gpuprio: isolation off on device D: why` when not) and the ops it issued on twin
+    streams (`confined=K` in its exit summary, summed over the process's lines)."""
+    lines = [l.strip() for l in text.splitlines() if ISOLATION_RE.match(l.strip())]
+    counts = [int(m.group(1)) for l in text.splitlines() if l.startswith("gpuprio:")
+              for m in [CONFINED_RE.search(l)] if m]
+    return {"lines": lines, "green_context": any(l.startswith("gpuprio: isolation: device") for l in lines),
+            "confined": sum(counts) if counts else None}
+
+
 def read(path, default=""):
     try:
         with open(path, errors="replace") as fh:
@@ -418,6 +433,12 @@ def cmd_summarize(args):
             t = totals.setdefault(api, {k: 0 for k in ["total"] + PATHS})
             for k, v in counts.items():
                 t[k] = t.get(k, 0) + v
+        if args.expect_confined:
+            iso = parse_isolation(rb["stderr"])
+            entry["isolation"] = iso
+            if not iso["green_context"]:
+                failures.append(f"{check} [{tag_b}]: no 'gpuprio: isolation: device' line (no green context): "
+                                + ("; ".join(iso["lines"]) or "no isolation line at all"))
         if check == "driver" and args.expect_gpuprio:
             want = rb.get("launches")
             entry["driver_program_launches"] = want
@@ -437,8 +458,14 @@ def cmd_summarize(args):
             if c["total"] <= 0:
                 failures.append(f"no {api} launches were seen by gpuprio in any run")
 
+    confined_total = None
+    if args.expect_confined:
+        confined_total = sum((checks[c].get("isolation") or {}).get("confined") or 0 for c in ALL_CHECKS)
+        if confined_total <= 0:
+            failures.append("no op was issued on a twin stream in any run (confined=K missing or 0 in every "
+                            "exit summary)")
     passed = not failures
-    summary = {"passed": passed, "tags": [tag_a, tag_b], "expect_gpuprio": args.expect_gpuprio,
+    summary = {"confined_total": confined_total, "passed": passed, "tags": [tag_a, tag_b], "expect_gpuprio": args.expect_gpuprio,
                "failures": failures, "launch_totals": launch, "all_api_totals": totals, "checks": checks}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "interception.json"), "w") as fh:
@@ -470,6 +497,14 @@ def cmd_summarize(args):
         for api, c in launch.items():
             lines.append(f"{'ALL':8} {api:18} {c['total']:>9} " + " ".join(f"{c.get(p, 0):>9}" for p in PATHS))
         lines.append("")
+    if args.expect_confined:
+        lines.append(f"isolation (GPUPRIO_ISOLATION={os.environ.get('GPUPRIO_ISOLATION', '')}), [{tag_b}] runs:")
+        for check in ALL_CHECKS:
+            iso = checks[check].get("isolation") or {}
+            lines.append(f"{check:8} green context: {'yes' if iso.get('green_context') else 'NO':3}  "
+                         f"confined={iso.get('confined')}  {(iso.get('lines') or ['-'])[0][:90]}")
+        lines.append(f"{'ALL':8} confined={confined_total}")
+        lines.append("")
     if failures:
         lines.append("failures:")
         lines += [f"  - {f}" for f in failures]
@@ -500,6 +535,9 @@ def main():
     s.add_argument("--out", required=True)
     s.add_argument("--tags", nargs=2, required=True, metavar=("A", "B"))
     s.add_argument("--expect-gpuprio", action="store_true")
+    s.add_argument("--expect-confined", action="store_true",
+                   help="tag B ran with GPUPRIO_ISOLATION=force: each run must have made a green context "
+                        "and some op must have been issued on a twin stream")
     args = p.parse_args()
     return cmd_run(args) if args.cmd == "run" else cmd_summarize(args)
 

@@ -13,27 +13,21 @@
 # (checks the scripts and that the outputs are deterministic, without the library).
 #
 # Writes OUT/interception_summary.txt, OUT/interception.json, OUT/log.txt; exit 0 only on PASS.
+# With GPUPRIO_ISOLATION=force in the environment (it reaches the preloaded runs; run_suite.sh's
+# "isolated" step), each preloaded run must also print `gpuprio: isolation: device ...` and the
+# summary must count ops issued on twin streams (confined=K > 0 over all runs).
 # Environment: PYTHON (default python3), GPUPRIO_CHECK_TIMEOUT (seconds per process, default 60;
 # natively the slowest check took 17 s on the H100).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
-py="${PYTHON:-python3}"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_run_args.sh"
 per_run_timeout="${GPUPRIO_CHECK_TIMEOUT:-60}"
-lib="$repo/.gpu/libgpuprio.so"
 prog="$repo/.gpu/driver_api_program"
 script="$repo/tests/gpu/interception_check.py"
-mkdir -p "$out"
-work="$(mktemp -d /tmp/gpuprio_interception.XXXXXX)"
-say() { printf 'run_interception_check: %s\n' "$*"; }
-
-[[ -x "$prog" ]] || { say "error: $prog missing: run tests/gpu/build_artifacts.sh on the CPU machine and carry .gpu"; exit 1; }
-if ((native_only)); then
-  tags=(native native2)
-else
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh (without --skip-lib) and carry .gpu"; exit 1; }
-  tags=(native preload)
-fi
+need_bin "$prog"
+need_lib
+tags=(native preload)
+((native_only)) && tags=(native native2)
 
 # GPUPRIO_CHECK_MODE: the mode of the preloaded runs (passthrough, the interception check, or
 # schedule, where every launch is issued by gpuprio's dispatcher thread).
@@ -75,6 +69,9 @@ done
 
 summ=(summarize --workdir "$work" --out "$out" --tags "${tags[@]}")
 ((native_only)) || summ+=(--expect-gpuprio)
+# GPUPRIO_ISOLATION=force (the suite's "isolated" step): every op goes through a twin stream in a
+# green context; the outputs must still be bit-identical, and the library must say it confined work.
+[[ "${GPUPRIO_ISOLATION:-}" == force ]] && ((native_only == 0)) && summ+=(--expect-confined)
 env -u LD_PRELOAD "$py" "$script" "${summ[@]}"
 rc=$?
 say "summary in $out/interception_summary.txt, $out/interception.json, $out/log.txt; exit $rc"

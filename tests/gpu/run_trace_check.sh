@@ -30,23 +30,14 @@
 # default 450), ROUNDS (3), ITERS (latency iterations, 500), WARMUP (50).
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
-py="${PYTHON:-python3}"
-lib="${GPUPRIO_LIB:-$repo/.gpu/libgpuprio.so}"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_run_args.sh"
 script="$repo/tests/gpu/trace_check.py"
 per_run_timeout="${TRACE_CHECK_TIMEOUT:-150}"
 budget="${TRACE_CHECK_BUDGET:-450}"
 rounds="${ROUNDS:-3}"
 iters="${ITERS:-500}"
 warmup="${WARMUP:-50}"
-say() { printf 'run_trace_check: %s\n' "$*"; }
-
-if ((native_only == 0)); then
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
-fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-work="$(mktemp -d /tmp/gpuprio_trace_check.XXXXXX)"
+need_lib
 # Files the report reads; names shared with trace_check.py.
 rm -f "$out/resnet_trace.json" "$out/resnet_trace.json.gz" "$out/torch_profiler_trace.json" "$out/torch_profiler_trace.json.gz"
 export PYTHONUNBUFFERED=1
