@@ -17,6 +17,7 @@
 #include "cupti_tracer/json_writer.h"
 #include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_join.h"
+#include "scheduler/base/version.h"
 
 namespace gpuprio::tracer {
 namespace {
@@ -363,6 +364,8 @@ void SerializeChromeTrace(const TraceInput& input, JsonWriter& w) {
   w.Int(base_ns);
   w.Key("otherData");
   w.BeginObject();
+  w.Key("gpuprio_version");  // the library that wrote the file (VERSION)
+  w.String(base::kVersion);
   w.Key("gpuprio");
   w.BeginObject();
   const std::pair<const char*, int64_t> fields[] = {

@@ -4,6 +4,7 @@
 #include "hook/config.h"
 #include "hook/scheduler_bridge.h"
 #include "scheduler/priority_levels.h"
+#include "scheduler/base/version.h"
 #include "scheduler/scheduler.h"
 
 namespace {
@@ -39,6 +40,10 @@ __attribute__((visibility("default"))) int gpuprio_get_default_priority(void) {
 __attribute__((visibility("default"))) const char* gpuprio_mode(void) {
   // ModeName returns views of string literals, so data() is NUL-terminated.
   return gpuprio::hook::ModeName(gpuprio::hook::GetConfig().mode).data();
+}
+
+__attribute__((visibility("default"))) const char* gpuprio_version(void) {
+  return gpuprio::base::kVersion;
 }
 
 __attribute__((visibility("default"))) int gpuprio_get_stats(gpuprio_priority_stats* out,

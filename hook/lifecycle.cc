@@ -17,6 +17,7 @@
 #include "scheduler/base/env_vars.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
+#include "scheduler/base/version.h"
 
 namespace gpuprio::hook {
 namespace {
@@ -24,7 +25,8 @@ namespace {
 void LogCallSummary() {
   if (!LogEnabled(LogLevel::kInfo)) return;
   const CallCountTable counts = SumCallCounts();
-  Logf(LogLevel::kInfo, "call summary: pid=%d mode=%s", getpid(), ModeName(GetConfig().mode));
+  Logf(LogLevel::kInfo, "call summary: pid=%d mode=%s version=%s", getpid(),
+       ModeName(GetConfig().mode), base::kVersion);
   for (const std::string& line : FormatCallSummary(counts)) Log(LogLevel::kInfo, line);
 }
 

@@ -38,6 +38,10 @@ int gpuprio_get_default_priority(void);
 /* "schedule", "passthrough" or "off". */
 const char* gpuprio_mode(void);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (semantic versioning; before 1.0.0 the API may still
+ * change between minor versions). A static string: never free it. */
+const char* gpuprio_version(void);
+
 typedef struct gpuprio_priority_stats {
   int32_t priority;
   uint32_t reserved;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,15 @@ std::string RunfileOrFail(absl::string_view path) {
 std::string Cli() { return RunfileOrFail("tools/cli/gpuprio"); }
 std::string Lib() { return RunfileOrFail("hook/libgpuprio.so"); }
 std::string EnvDump() { return RunfileOrFail("tests/tools/env_dump"); }
+
+// The first line of the repository's VERSION file, the one source of the product's version.
+std::string VersionFile() {
+  std::ifstream in(RunfileOrFail("VERSION"));
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  REQUIRE(!line.empty());
+  return line;
+}
 
 std::string Getenv(const char* name) {
   const char* value = std::getenv(name);
@@ -162,6 +172,7 @@ TEST_CASE("gpuprio run preloads the library first and sets GPUPRIO_* for the chi
   CHECK(Field(result, "gpuprio_get_default_priority") == "1");
   CHECK(Field(result, "gpuprio_get_thread_priority") == "-1000");  // GPUPRIO_PRIORITY_UNSET
   CHECK(Field(result, "gpuprio_mode") == "passthrough");
+  CHECK(Field(result, "gpuprio_version") == VersionFile());
 }
 
 TEST_CASE("gpuprio run normalises values and does not preload the library twice", "[cli]") {
@@ -298,6 +309,25 @@ TEST_CASE("gpuprio env prints export lines a shell can eval", "[cli]") {
   CHECK(Field(child, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
   CHECK(GpuprioVars(child) ==
         std::vector<std::string>{"GPUPRIO_PRIORITY=low", "GPUPRIO_TRACE=" + trace});
+}
+
+TEST_CASE("gpuprio --version prints the VERSION file's version", "[cli]") {
+  const auto result = Run({Cli(), "--version"}, BaseEnv());
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  CHECK(result.exit_code == 0);
+  CHECK(result.stdout_text == absl::StrCat("gpuprio ", VersionFile(), "\n"));
+  CHECK(result.stderr_text.empty());
+}
+
+TEST_CASE("The library's exit summary names its version", "[cli]") {
+  const auto result = Run({Cli(), "run", "--lib", PreloadLib(), "--mode", "passthrough", "--log",
+                           "info", "--", EnvDump()},
+                          BaseEnv());
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(absl::StrContains(result.stderr_text,
+                          absl::StrCat(" mode=passthrough version=", VersionFile(), "\n")));
+  CHECK(absl::StrContains(result.stderr_text, "gpuprio: call summary: pid="));
 }
 
 TEST_CASE("gpuprio --help lists the subcommands and each has its own usage", "[cli]") {

@@ -48,5 +48,7 @@ int main(int argc, char** argv) {
   PrintInt("gpuprio_get_default_priority");
   const StringFn mode = Lookup<StringFn>("gpuprio_mode");
   std::printf("gpuprio_mode=%s\n", mode == nullptr ? "absent" : mode());
+  const StringFn version = Lookup<StringFn>("gpuprio_version");
+  std::printf("gpuprio_version=%s\n", version == nullptr ? "absent" : version());
   return argc > 1 ? std::atoi(argv[1]) : 0;
 }

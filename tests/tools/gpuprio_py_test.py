@@ -103,6 +103,30 @@ class PriorityValuesTest(unittest.TestCase):
         self.assertEqual(ran, [])
 
 
+def read_version_file():
+    """The first line of the repository's VERSION (in the runfiles: cli_test has it as data)."""
+    with open(os.path.join(ROOT, "VERSION"), encoding="utf-8") as f:
+        return f.readline().strip()
+
+
+class VersionTest(unittest.TestCase):
+    """__version__ comes from VERSION; version() is the library's when it is loaded."""
+
+    def test_module_version_is_the_version_file(self):
+        self.assertEqual(gpuprio.__version__, read_version_file())
+
+    def test_version_is_the_library_or_module_version_and_never_warns(self):
+        reset_module()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertEqual(gpuprio.version(), read_version_file())
+        self.assertEqual(caught, [])
+        if EXPECT_API:
+            raw = ctypes.CDLL(None).gpuprio_version
+            raw.restype = ctypes.c_char_p
+            self.assertEqual(gpuprio.version(), raw().decode("ascii"))
+
+
 @unittest.skipIf(EXPECT_API, "libgpuprio.so is preloaded in this run")
 class WithoutLibraryTest(unittest.TestCase):
     """Without libgpuprio.so every call is a no-op, and the first one warns, once."""

@@ -10,6 +10,7 @@
     gpuprio.stats()                     # one dict per priority level seen, highest first
     gpuprio.mode()                      # "schedule", "passthrough" or "off"
     gpuprio.available()                 # is libgpuprio.so loaded in this process?
+    gpuprio.version()                   # the loaded library's version, else __version__
 
 The functions are looked up in the process's global scope (dlsym RTLD_DEFAULT semantics), where
 `gpuprio run` or LD_PRELOAD put libgpuprio.so; this module never loads the library itself. Without
@@ -22,13 +23,15 @@ priority, which beats the process default (GPUPRIO_PRIORITY).
 
 import contextlib
 import ctypes
+import os
+import re
 import threading
 import warnings
 
 __all__ = [
     "PRIORITY_LOW", "PRIORITY_NORMAL", "PRIORITY_HIGH", "PRIORITY_MIN", "PRIORITY_MAX",
     "PRIORITY_UNSET", "available", "set_thread_priority", "get_thread_priority",
-    "default_priority", "mode", "stats", "priority", "to_priority",
+    "default_priority", "mode", "stats", "priority", "to_priority", "version", "__version__",
 ]
 
 # Mirrors of gpuprio.h's #defines (a test compares them with the header text).
@@ -40,6 +43,27 @@ PRIORITY_MAX = 100
 PRIORITY_UNSET = -1000  # "no thread setting": the stream's priority or the process default applies
 
 _NAMED_PRIORITIES = {"low": PRIORITY_LOW, "normal": PRIORITY_NORMAL, "high": PRIORITY_HIGH}
+
+
+def _own_version():
+    """This module's version (docs/build.md, "Versions"): the first line of a file named VERSION
+    beside it (where a package installs it) or, in a checkout, of the repository's top-level
+    VERSION; "unknown" when neither is there or it is not MAJOR.MINOR.PATCH[-PRERELEASE]."""
+    for here in (os.path.dirname(os.path.abspath(__file__)),
+                 os.path.dirname(os.path.realpath(__file__))):
+        for path in (os.path.join(here, "VERSION"), os.path.join(here, "..", "..", "VERSION")):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.readline().strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?", text):
+                return text
+            return "unknown"
+    return "unknown"
+
+
+__version__ = _own_version()
 
 
 class _PriorityStats(ctypes.Structure):
@@ -64,6 +88,7 @@ _SIGNATURES = {
     "gpuprio_get_thread_priority": (ctypes.c_int, []),
     "gpuprio_get_default_priority": (ctypes.c_int, []),
     "gpuprio_mode": (ctypes.c_char_p, []),
+    "gpuprio_version": (ctypes.c_char_p, []),
     "gpuprio_get_stats": (ctypes.c_int, [ctypes.POINTER(_PriorityStats), ctypes.c_int]),
 }
 
@@ -162,6 +187,14 @@ def mode():
         return None
     raw = api["gpuprio_mode"]()
     return raw.decode("ascii", "replace") if raw is not None else None
+
+
+def version():
+    """The version of the libgpuprio.so loaded in this process (gpuprio_version()), or this
+    module's own __version__ when none is loaded. Never warns."""
+    api = _load()
+    raw = api["gpuprio_version"]() if api else None
+    return raw.decode("ascii", "replace") if raw is not None else __version__
 
 
 def stats():
