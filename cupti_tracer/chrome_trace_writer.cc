@@ -8,13 +8,16 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "cupti_tracer/gzip_output.h"
 #include "cupti_tracer/json_writer.h"
+#include "cupti_tracer/kernel_name.h"
 #include "cupti_tracer/trace_file.h"
 #include "cupti_tracer/trace_join.h"
 #include "scheduler/base/version.h"
@@ -220,10 +223,19 @@ class EventBuilder {
 
   void AddGpuSlice(const GpuActivity& gpu, const JoinedOp* op) {
     gpu_streams_[gpu.device_id].insert(gpu.stream_id);
-    Event& e = AddSlice(GpuName(gpu), GpuCategory(gpu.kind), kGpuPidBase + gpu.device_id,
+    std::string name = GpuName(gpu);
+    std::string mangled;
+    if (gpu.kind == GpuActivity::Kind::kKernel) {
+      // Demangled once per distinct name: a run launches few kernels many times.
+      auto [it, added] = demangled_.try_emplace(name);
+      if (added) it->second = DemangledKernelName(name);
+      if (it->second != name) mangled = std::exchange(name, it->second);
+    }
+    Event& e = AddSlice(std::move(name), GpuCategory(gpu.kind), kGpuPidBase + gpu.device_id,
                         gpu.stream_id, gpu.start_ns, gpu.end_ns);
     e.args = {{"op_id", op != nullptr ? op->submitted->op_id : uint64_t{0}},
               {"correlation_id", int64_t{gpu.correlation_id}}};
+    if (!mangled.empty()) e.args.push_back({"mangled", std::move(mangled)});
     if (op != nullptr) e.args.push_back({"priority", int64_t{op->submitted->priority}});
     e.args.push_back({"device", int64_t{gpu.device_id}});
     e.args.push_back({"stream", int64_t{gpu.stream_id}});
@@ -285,6 +297,7 @@ class EventBuilder {
   std::set<uint32_t> cpu_tids_;                            // ordered: stable output
   std::map<uint32_t, std::set<uint32_t>> gpu_streams_;     // device -> stream ids
   std::set<const ApiCall*> emitted_client_calls_;
+  absl::flat_hash_map<std::string, std::string> demangled_;  // kernel name -> as shown
   uint64_t next_extra_flow_id_ = 1;
 };
 
@@ -409,10 +422,14 @@ std::string ChromeTraceJson(const TraceInput& input) {
 }
 
 absl::Status WriteChromeTrace(const TraceInput& input, const std::string& path) {
-  return WriteFileReplacing(path, [&input](std::FILE* file) {
+  const auto write_json = [&input](std::FILE* file) {
     JsonWriter w(file);
     SerializeChromeTrace(input, w);
     return w.Finish();
+  };
+  if (!IsGzipTracePath(path)) return WriteFileReplacing(path, write_json);
+  return WriteFileReplacing(path, [&write_json](std::FILE* file) {
+    return WriteGzipped(file, kTraceGzipLevel, write_json);
   });
 }
 

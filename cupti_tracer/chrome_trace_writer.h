@@ -15,7 +15,8 @@ inline constexpr uint32_t kGpuPidBase = 1000000;
 
 // Writes the trace of `input` to `path` through WriteFileReplacing (trace_file.h): a new private
 // temporary beside `path`, renamed onto it, so a reader never sees half a file; a link or
-// anything but a regular file at `path` is refused. On error `path` is untouched.
+// anything but a regular file at `path` is refused. On error `path` is untouched. A `path` ending
+// in ".gz" is written gzip-compressed, as it is serialised (gzip_output.h).
 absl::Status WriteChromeTrace(const TraceInput& input, const std::string& path);
 
 // The same JSON, as a string (for tests and small traces).
