@@ -1,8 +1,16 @@
 """What the benchmark reports share: the spread of a value over rounds, ratios that tolerate a
-missing baseline, and formatting that prints "-" for what was not measured. Imported by the report
-scripts next to it (run as `python3 tools/bench/SCRIPT.py`, so this directory is on sys.path)."""
+missing baseline, formatting that prints "-" for what was not measured, and the records of runs
+(a process's JSON line, exit code, stderr tail, what gpuprio logged about isolation). Imported by
+the report scripts next to it (run as `python3 tools/bench/SCRIPT.py`, so this directory is on
+sys.path); `python3 bench_stats.py record ...` writes a one-process run's record for the shell
+runners (main() says how)."""
 
+import argparse
+import json
+import os
+import re
 import statistics
+import sys
 
 
 def spread(values):
@@ -32,3 +40,182 @@ def fmt_spread(s, spec):
     if s["n"] == 1:
         return format(s["median"], spec)
     return "%s [%s-%s]" % (format(s["median"], spec), format(s["min"], spec), format(s["max"], spec))
+
+
+def percentile(values, q):
+    """Nearest rank on the sorted values (as bench_common.h's percentile), None for none."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[int(q * (len(v) - 1) + 0.5)]
+
+
+def read_jsonl(path):
+    """The records of a runs.jsonl file, one JSON object a line (blank lines skipped)."""
+    runs = []
+    with open(path) as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                runs.append(json.loads(line))
+    return runs
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read()
+    except (OSError, TypeError):
+        return ""
+
+
+def last_json_line(text):
+    """The last line of the text that starts with "{" and parses as JSON, or None."""
+    js = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                js = json.loads(line)
+            except ValueError:
+                pass
+    return js
+
+
+ISOLATION_RE = re.compile(r"^gpuprio: isolation(?::| off)")
+CONFINED_RE = re.compile(r"\bconfined=(\d+)")
+
+
+def gpuprio_log(err):
+    """What the library said at GPUPRIO_LOG=info about spatial isolation: its isolation lines and the
+    ops it issued on twin streams (confined=K, summed); None when it said nothing of either."""
+    lines = [l.strip() for l in err.splitlines() if ISOLATION_RE.match(l.strip())]
+    counts = [int(m.group(1)) for l in err.splitlines() if l.startswith("gpuprio:")
+              for m in [CONFINED_RE.search(l)] if m]
+    if not lines and not counts:
+        return None
+    return {"isolation_lines": lines[:4],
+            "green_context": any(l.startswith("gpuprio: isolation: device") for l in lines),
+            "confined": sum(counts) if counts else None}
+
+
+def timed_out(rc):
+    return rc in (124, 137)
+
+
+def process_part(out_path, err_path, rc):
+    """One process's part of a record: its JSON line (if any), exit code, stderr tail, ok, and why not."""
+    part = {"rc": rc}
+    out = read_text(out_path)
+    if out_path and not out and not os.path.exists(out_path):
+        part["error"] = "no stdout: %s missing" % out_path
+    err = read_text(err_path)
+    js = last_json_line(out)
+    part["json"] = js
+    part["stderr_tail"] = err[-1500:]
+    log = gpuprio_log(err)
+    if log:
+        part["gpuprio_log"] = log
+    part["ok"] = bool(js and js.get("ok")) and rc == 0
+    if not part["ok"]:
+        if js and js.get("error"):
+            part["error"] = js["error"]
+        elif timed_out(rc):
+            part["error"] = "timed out"
+        elif not part.get("error"):
+            tail = [l for l in err.splitlines() if l.strip()]
+            part["error"] = "rc %s: %s" % (rc, tail[-1] if tail else "no output")
+        if timed_out(rc) and "timed out" not in part["error"]:
+            part["error"] += " (timed out)"
+        part["stdout_tail"] = out[-500:]
+    return part
+
+
+def flat_record(fields, out_path, err_path, rc, skip=None, skip_error=None, stderr_always=False):
+    """A one-process run's record: its JSON line's fields at the top level, then the runner's
+    fields, rc, ok, and on failure (or always, with stderr_always) the stderr tail."""
+    rec = {}
+    if not skip:
+        rec = dict(last_json_line(read_text(out_path)) or {})
+    rec.update(fields)
+    rec["rc"] = rc
+    err = skip or read_text(err_path)
+    rec["ok"] = bool(rec.get("ok")) and rc == 0 and not skip
+    log = gpuprio_log(err)
+    if log:
+        rec["gpuprio_log"] = log
+    if stderr_always or not rec["ok"]:
+        rec["stderr_tail"] = err[-1500:]
+    if not rec["ok"]:
+        rec["stdout_tail"] = read_text(out_path)[-500:]
+        if skip:
+            rec["error"] = skip_error or skip
+        elif timed_out(rc):
+            rec["error"] = (rec.get("error") or "") + " timed out"
+        if not rec.get("error"):
+            tail = [l for l in err.splitlines() if l.strip()]
+            rec["error"] = "rc %s: %s" % (rc, tail[-1] if tail else "no output")
+    return rec
+
+
+def write_outputs(rep, text, out_json, out_txt):
+    with open(out_json, "w") as fh:
+        json.dump(rep, fh, indent=1)
+        fh.write("\n")
+    with open(out_txt, "w") as fh:
+        fh.write(text)
+
+
+def native_failures(runs, who, describe):
+    """Exit status of a report: 1 (and one line each on stderr) when a native run failed or there
+    were no runs; runs under gpuprio may fail (that is a result, recorded in the table)."""
+    failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
+    for r in failed:
+        print("%s: native run failed: %s: %s" % (who, describe(r), r.get("error", "")), file=sys.stderr)
+    return 1 if failed or not runs else 0
+
+
+def add_role_record_args(parser, suffixes):
+    """--high-SUFFIX/--low-SUFFIX for each suffix, and --high-rc/--low-rc (the two-process records)."""
+    for role in ("high", "low"):
+        for suffix in suffixes:
+            parser.add_argument("--%s-%s" % (role, suffix))
+        parser.add_argument("--%s-rc" % role, default="-1")
+
+
+def print_brief(brief):
+    """`SCRIPT brief < RECORD`: one line of figures for the progress log."""
+    try:
+        print(brief(json.loads(sys.stdin.read())))
+    except ValueError:
+        print("(no record)")
+    return 0
+
+
+def main():
+    """`bench_stats.py record --out F --err F --rc N [--skip WHY] [--skip-error TEXT] [--stderr-always]
+    KEY=VALUE...`: the record of a one-process run (flat_record) on stdout, for the shell runners.
+    VALUEs are JSON where they parse as JSON (numbers, true/false), strings otherwise."""
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--out")
+    r.add_argument("--err")
+    r.add_argument("--rc", type=int, required=True)
+    r.add_argument("--skip")
+    r.add_argument("--skip-error")
+    r.add_argument("--stderr-always", action="store_true")
+    r.add_argument("fields", nargs="*")
+    a = p.parse_args()
+    fields = {}
+    for kv in a.fields:
+        k, _, v = kv.partition("=")
+        try:
+            fields[k] = json.loads(v)
+        except ValueError:
+            fields[k] = v
+    print(json.dumps(flat_record(fields, a.out, a.err, a.rc, a.skip, a.skip_error, a.stderr_always)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

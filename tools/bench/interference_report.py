@@ -1,126 +1,229 @@
 #!/usr/bin/env python3
-"""Tabulates the interference runs written by run_interference_bench.sh (one JSON record per line).
+"""Tabulates the in-process interference runs of run_interference_bench.sh (one record per line).
 
-usage: interference_report.py RUNS.jsonl OUT.json OUT.txt
+usage:
+  interference_report.py brief < RECORD              one line of figures for the progress log
+  interference_report.py report RUNS.jsonl OUT.json OUT.txt
 
-Rows are grouped by the low-priority kernel length L (group_low_ms; group 0 holds the gpuprio
-'alone' run). Ratios, all against runs of the same invocation:
-  high p50 / p99: against the native 'alone' run of the same L group (for the gpuprio 'alone' run:
-                  against the median of all native 'alone' runs); > 1 is slower;
-  low throughput: low kernels per second against the native 'none' run of the same L; < 1 is less.
-Exit 0 when every native run succeeded (gpuprio runs may fail: that is recorded, not an error).
+Records are flat (bench_stats.flat_record): the program's JSON line plus plan, group_low_ms (L;
+0 for the runs without low work), config, round, gpuprio, rc, ok, and gpuprio_log (what the library
+said about isolation at GPUPRIO_LOG=info). Per L and configuration, over rounds, the median and
+spread [min-max] of:
+  p50, p99          the high chain's latency (ms), and p99 / alone (against the median p99 of every
+                    native 'alone' run: the chain alone has no L);
+  low act / alone   the low rate while the high thread was releasing (low_active_per_s, timed by
+                    completions) over the median rate of this L's 'low-alone' runs;
+  low idle / alone  the low rate in the idle tail after the activity window (low_idle_per_s) over
+                    the same baseline;
+  green             runs in which the library said `gpuprio: isolation: device ...` (a green
+                    context), and confined (ops issued on twin streams, from the exit summary).
+Targets, judged on the medians: low act / alone >= 0.8 for the isolating configurations
+(gpuprio-active, gpuprio-always, gpuprio-rN); low idle / alone >= 0.97 where the low work should
+be free again once the high thread is quiet (gpuprio-active, gpuprio-rN; 'always' keeps it
+confined while the high thread exists).
+Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded, not an error).
 """
 
 import argparse
-import json
-import statistics
 import sys
 
-from bench_stats import fmt, ratio
+from bench_stats import (fmt, fmt_spread, native_failures, print_brief, ratio, read_jsonl, spread,
+                         write_outputs)
 
-CONFIG_ORDER = ["alone", "none", "stream", "gpuprio", "alone-gpuprio"]
+CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "none", "stream", "gpuprio-off", "gpuprio-active",
+                "gpuprio-always"]
+NO_LOW = ("alone", "alone-gpuprio", "calibrate")
+LOW_ACTIVE_TARGET = 0.8
+LOW_IDLE_TARGET = 0.97
+
+
+def config_key(c):
+    if c in CONFIG_ORDER:
+        return (CONFIG_ORDER.index(c), 0)
+    if c.startswith("gpuprio-r") and c[len("gpuprio-r"):].isdigit():
+        return (len(CONFIG_ORDER), int(c[len("gpuprio-r"):]))
+    return (len(CONFIG_ORDER) + 1, 0)
+
+
+def positive(v):
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def fig(r, key):
+    """A figure of an ok record, None where the run does not have it."""
+    if not r.get("ok"):
+        return None
+    c = r["config"]
+    if key == "low_alone_per_s":
+        if c != "low-alone":
+            return None
+        return positive(r.get("low_own_timed_per_s")) or positive(r.get("low_own_per_s"))
+    if c == "low-alone":
+        return None
+    if key in ("low_active_per_s", "low_idle_per_s"):
+        return None if c in NO_LOW else positive(r.get(key))
+    return r.get(key)
+
+
+def log_of(r):
+    return r.get("gpuprio_log") or {}
+
+
+def brief(r):
+    if r.get("rc") == 125 and not r.get("ok"):
+        return "skipped"
+    bits = []
+    for key, label, spec in (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
+                             ("low_active_per_s", "low/s", ".1f"), ("low_idle_per_s", "idle/s", ".1f"),
+                             ("low_alone_per_s", "low alone/s", ".1f")):
+        v = fig(r, key)
+        if v is not None:
+            bits.append("%s=%s" % (label, format(v, spec)))
+    if r.get("cut_short"):
+        bits.append("cut short (n=%s)" % r.get("releases_done"))
+    log = log_of(r)
+    if log:
+        bits.append("green=%s confined=%s" % ("yes" if log.get("green_context") else "no", log.get("confined")))
+    if not r.get("ok"):
+        bits.append("FAILED: %s" % (r.get("error") or "")[:160])
+    return " ".join(bits)
+
+
+def entry(rs, alone_p50, alone_p99, low_alone):
+    ok = [r for r in rs if r.get("ok")]
+    return {
+        "runs": len(rs), "ok": len(ok), "errors": [r.get("error") for r in rs if not r.get("ok")],
+        "cut_short": sum(1 for r in ok if r.get("cut_short")),
+        "releases_done": spread([r.get("releases_done") for r in ok if r["config"] != "low-alone"]),
+        "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
+        "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
+        "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
+        "p50_vs_alone": spread([ratio(fig(r, "high_p50_ms"), alone_p50) for r in rs]),
+        "p99_vs_alone": spread([ratio(fig(r, "high_p99_ms"), alone_p99) for r in rs]),
+        "low_active_per_s": spread([fig(r, "low_active_per_s") for r in rs]),
+        "low_idle_per_s": spread([fig(r, "low_idle_per_s") for r in rs]),
+        "low_alone_per_s": spread([fig(r, "low_alone_per_s") for r in rs]),
+        "low_active_vs_alone": spread([ratio(fig(r, "low_active_per_s"), low_alone) for r in rs]),
+        "low_idle_vs_alone": spread([ratio(fig(r, "low_idle_per_s"), low_alone) for r in rs]),
+        "green_context": sum(1 for r in ok if log_of(r).get("green_context")),
+        "confined": spread([log_of(r).get("confined") for r in ok if log_of(r)]),
+        "isolation_lines": sorted({l for r in ok for l in log_of(r).get("isolation_lines", [])})[:4],
+    }
+
+
+def targets_for(config, e):
+    out = []
+    isolating = config in ("gpuprio-active", "gpuprio-always") or config.startswith("gpuprio-r")
+    if isolating:
+        m = e["low_active_vs_alone"]["median"]
+        out.append({"what": "low while high is active / low alone >= %g" % LOW_ACTIVE_TARGET, "value": m,
+                    "met": None if m is None else m >= LOW_ACTIVE_TARGET})
+    if isolating and config != "gpuprio-always":
+        m = e["low_idle_vs_alone"]["median"]
+        out.append({"what": "low while high is idle / low alone >= %g" % LOW_IDLE_TARGET, "value": m,
+                    "met": None if m is None else m >= LOW_IDLE_TARGET})
+    return out
+
+
+def build(runs):
+    measured = [r for r in runs if r["config"] != "calibrate"]
+    alone = [r for r in measured if r["config"] == "alone" and not r.get("gpuprio")]
+    alone_p50 = spread([fig(r, "high_p50_ms") for r in alone])["median"]
+    alone_p99 = spread([fig(r, "high_p99_ms") for r in alone])["median"]
+    rows = []
+    for c in sorted({r["config"] for r in measured if r["config"] in NO_LOW}, key=config_key):
+        rows.append({"low_ms": None, "config": c,
+                     **entry([r for r in measured if r["config"] == c], alone_p50, alone_p99, None)})
+    groups = sorted({float(r["group_low_ms"]) for r in measured if r["config"] not in NO_LOW})
+    baselines = {}
+    for low in groups:
+        of_l = [r for r in measured if float(r["group_low_ms"]) == low and r["config"] not in NO_LOW]
+        low_alone = spread([fig(r, "low_alone_per_s") for r in of_l if r["config"] == "low-alone"])["median"]
+        baselines[low] = low_alone
+        for c in sorted({r["config"] for r in of_l}, key=config_key):
+            e = entry([r for r in of_l if r["config"] == c], alone_p50, alone_p99, low_alone)
+            e["targets"] = targets_for(c, e)
+            rows.append({"low_ms": low, "config": c, **e})
+    first = next((r for r in measured if r.get("ok") and r["config"] != "low-alone"), {})
+    meta = {k: first.get(k) for k in ("device", "sms", "chain", "high_us", "period_ms", "releases", "warmup",
+                                      "driver_version")}
+    lowrun = next((r for r in runs if r.get("ok") and r["config"] not in NO_LOW), {})
+    meta.update({k: lowrun.get(k) for k in ("idle_tail_s", "tail_skip_s", "low_batch", "low_blocks_per_sm", "low_threads", "low_fill",
+                                            "low_smem_per_block", "low_resident_blocks_per_sm")})
+    cal = next((r for r in runs if r["config"] == "calibrate"), None)
+    meta["cycles_per_us"] = cal.get("cycles_per_us") if cal else None
+    meta["plan"] = next((r.get("plan") for r in runs if r.get("plan")), None)
+    meta["rounds"] = max((int(r["round"]) for r in measured), default=0)
+    return {"bench": "interference", "meta": meta, "alone_p50_ms": alone_p50, "alone_p99_ms": alone_p99,
+            "low_alone_per_s": {format(k, "g"): v for k, v in baselines.items()}, "rows": rows, "runs": runs}
+
+
+ROW = "%-5s %-14s %5s %-24s %-24s %-19s %-19s %-19s %-6s %s"
+
+
+def text(rep):
+    m = rep["meta"]
+    lines = [
+        "Interference, one process (plan %s): %s x %s us chain every %s ms on %s (%s SMs), %s rounds"
+        % (m["plan"], m["chain"], m["high_us"], m["period_ms"], m["device"], m["sms"], m["rounds"]),
+        "low: %s x SMs blocks of %s threads, fill=%s (smem/block %s, resident blocks/SM %s), batches of %s; "
+        "clock %s cycles/us; idle tail %s s, first %s s not measured"
+        % (m["low_blocks_per_sm"], m["low_threads"], m["low_fill"], m["low_smem_per_block"],
+           m["low_resident_blocks_per_sm"], m["low_batch"], fmt(m["cycles_per_us"], ".1f"), m["idle_tail_s"],
+           m["tail_skip_s"]),
+        "values: median over rounds [min-max]; p99/alone against the median p99 of the native alone runs "
+        "(%s ms); low rates (timed by completions) against low alone of the same L" % fmt(rep["alone_p99_ms"], ".3f"),
+    ]
+    hdr = ROW % ("L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low act/alone", "low idle/alone",
+                 "green", "confined")
+    lines += [hdr, "-" * len(hdr)]
+    for row in rep["rows"]:
+        if not row["runs"]:
+            continue
+        if row["config"] == "low-alone":
+            act = "%s/s" % fmt_spread(row["low_alone_per_s"], ".1f")
+            idle = ""
+        else:
+            act, idle = fmt_spread(row["low_active_vs_alone"], ".3f"), fmt_spread(row["low_idle_vs_alone"], ".3f")
+        lines.append(ROW % (
+            "-" if row["low_ms"] is None else format(row["low_ms"], "g"), row["config"],
+            "%d/%d" % (row["ok"], row["runs"]), fmt_spread(row["high_p50_ms"], ".3f"),
+            fmt_spread(row["high_p99_ms"], ".3f"), fmt_spread(row["p99_vs_alone"], ".2f"), act, idle,
+            "%d/%d" % (row["green_context"], row["ok"]) if row["config"].startswith(("gpuprio", "alone-gp")) else "-",
+            fmt_spread(row["confined"], ".0f")))
+        if row["cut_short"]:
+            lines.append("      (%d of these cut short by max-seconds: releases done %s)"
+                         % (row["cut_short"], fmt_spread(row["releases_done"], ".0f")))
+        for err in row["errors"]:
+            lines.append("      failed: %s" % (err or "")[:150])
+    iso = sorted({l for row in rep["rows"] for l in row["isolation_lines"]})
+    if iso:
+        lines += ["", "what the library said about isolation:"] + ["  " + l for l in iso]
+    lines += ["", "targets (medians over rounds):"]
+    for row in rep["rows"]:
+        for t in row.get("targets", []):
+            state = "no data" if t["met"] is None else ("met" if t["met"] else "MISSED")
+            lines.append("  L=%-5s %-15s %-44s %8s  %s" % (format(row["low_ms"], "g"), row["config"], t["what"],
+                                                            fmt(t["value"], ".3f"), state))
+    return "\n".join(lines) + "\n"
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("runs")
-    p.add_argument("out_json")
-    p.add_argument("out_txt")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("brief")
+    rp = sub.add_parser("report")
+    rp.add_argument("runs")
+    rp.add_argument("out_json")
+    rp.add_argument("out_txt")
     a = p.parse_args()
-
-    runs = []
-    with open(a.runs) as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                runs.append(json.loads(line))
-
-    def ok(r):
-        return bool(r.get("ok"))
-
-    native_alone = [r for r in runs if r["config"] == "alone" and not r.get("gpuprio") and ok(r)]
-    alone_median = None
-    if native_alone:
-        alone_median = {k: statistics.median(r[k] for r in native_alone) for k in ("high_p50_ms", "high_p99_ms")}
-
-    rows = []
-    for r in runs:
-        group = r["group_low_ms"]
-        if r["config"] == "alone-gpuprio":
-            base = alone_median
-        else:
-            b = [x for x in runs if x["group_low_ms"] == group and x["config"] == "alone" and ok(x)]
-            base = b[0] if b else None
-        none = [x for x in runs if x["group_low_ms"] == group and x["config"] == "none" and ok(x)]
-        none = none[0] if none else None
-        good = ok(r)
-        row = {
-            "low_ms": group,
-            "config": r["config"],
-            "gpuprio": bool(r.get("gpuprio")),
-            "ok": good,
-            "rc": r.get("rc"),
-            "error": r.get("error", ""),
-            "releases_done": r.get("releases_done"),
-            "cut_short": r.get("cut_short"),
-            "high_p50_ms": r.get("high_p50_ms") if good else None,
-            "high_p99_ms": r.get("high_p99_ms") if good else None,
-            "high_max_ms": r.get("high_max_ms") if good else None,
-            "low_kernels_per_s": r.get("low_kernels_per_s") if good and not r.get("alone") else None,
-            "low_gpu_fraction": r.get("low_gpu_fraction") if good and not r.get("alone") else None,
-            "gpuprio_priority_set": r.get("gpuprio_priority_set"),
-        }
-        row["high_p50_vs_alone"] = ratio(row["high_p50_ms"], base and base.get("high_p50_ms"))
-        row["high_p99_vs_alone"] = ratio(row["high_p99_ms"], base and base.get("high_p99_ms"))
-        row["low_tput_vs_none"] = ratio(row["low_kernels_per_s"], none and none.get("low_kernels_per_s"))
-        rows.append(row)
-    rows.sort(key=lambda x: (x["low_ms"] if x["config"] != "alone-gpuprio" else float("inf"),
-                             CONFIG_ORDER.index(x["config"]) if x["config"] in CONFIG_ORDER else 99))
-
-    first_ok = next((r for r in runs if ok(r)), {})
-    meta = {k: first_ok.get(k) for k in ("device", "sms", "cycles_per_us", "chain", "high_us", "period_ms",
-                                          "releases", "warmup", "low_batch", "low_blocks_per_sm", "low_threads",
-                                          "low_fill")}
-    fill = next((r for r in runs if ok(r) and not r.get("alone")), {})
-    meta.update({k: fill.get(k) for k in ("low_smem_per_block", "low_resident_blocks_per_sm")})
-    with open(a.out_json, "w") as fh:
-        json.dump({"bench": "interference", "meta": meta, "rows": rows, "runs": runs}, fh, indent=1)
-        fh.write("\n")
-
-    lines = []
-    lines.append("Interference (in-process): %s x %s us chain every %s ms on %s (%s SMs); "
-                 "low: %s x SMs blocks of %s threads, fill=%s (smem/block %s, resident blocks/SM %s), batches of %s"
-                 % (meta["chain"], meta["high_us"], meta["period_ms"], meta["device"], meta["sms"],
-                    meta["low_blocks_per_sm"], meta["low_threads"], meta["low_fill"], meta["low_smem_per_block"],
-                    meta["low_resident_blocks_per_sm"], meta["low_batch"]))
-    lines.append("high ratios vs native alone of the same L; low throughput vs native none of the same L")
-    hdr = "%-6s %-13s %4s %6s %8s %8s %8s %7s %7s %10s %6s %7s  %s" % (
-        "L(ms)", "config", "ok", "n", "p50(ms)", "p99(ms)", "max(ms)", "p50/al", "p99/al", "low k/s", "lowGPU",
-        "low/none", "note")
-    lines.append(hdr)
-    lines.append("-" * len(hdr))
-    for r in rows:
-        note = ""
-        if not r["ok"]:
-            note = (r["error"] or "failed").strip()[:60]
-        elif r["cut_short"]:
-            note = "cut short by max-seconds"
-        if r["gpuprio"] and r["ok"] and not r["gpuprio_priority_set"]:
-            note = (note + "; " if note else "") + "thread priority NOT set"
-        lines.append("%-6s %-13s %4s %6s %8s %8s %8s %7s %7s %10s %6s %7s  %s" % (
-            "-" if r["config"] == "alone-gpuprio" else format(r["low_ms"], "g"), r["config"],
-            "yes" if r["ok"] else "NO", fmt(r["releases_done"], "d"), fmt(r["high_p50_ms"], ".3f"),
-            fmt(r["high_p99_ms"], ".3f"), fmt(r["high_max_ms"], ".3f"), fmt(r["high_p50_vs_alone"], ".2f"),
-            fmt(r["high_p99_vs_alone"], ".2f"), fmt(r["low_kernels_per_s"], ".1f"), fmt(r["low_gpu_fraction"], ".2f"),
-            fmt(r["low_tput_vs_none"], ".2f"), note))
-    with open(a.out_txt, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-
-    native_failed = [r for r in runs if not r.get("gpuprio") and not ok(r)]
-    for r in native_failed:
-        print("interference_report: native run failed: L=%s %s: %s" % (r["group_low_ms"], r["config"],
-                                                                       r.get("error", "")), file=sys.stderr)
-    return 1 if native_failed or not runs else 0
+    if a.cmd == "brief":
+        return print_brief(brief)
+    runs = read_jsonl(a.runs)
+    rep = build(runs)
+    write_outputs(rep, text(rep), a.out_json, a.out_txt)
+    return native_failures(runs, "interference_report",
+                           lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r.get("round")))
 
 
 if __name__ == "__main__":

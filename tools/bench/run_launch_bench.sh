@@ -17,6 +17,9 @@
 # cannot push the whole script past the device tool's 10-minute limit.
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
+# Last (not with --native-only; ISOLATION_CHECK=0 skips it), the isolation check: schedule mode with
+# GPUPRIO_LOG=info at 1 and 8 threads must print no "gpuprio: isolation: device" line and count no
+# confined ops (a lone program creates no green context); OUT/launch_isolation.txt, and exit 1 if not.
 # Environment: MODES (default "native passthrough schedule sched-nocoord deferred sched-low
 # sched-trace"),
 # LAUNCHES (per thread, default 100000), REPS (default 3), PYTHON (default python3),
@@ -25,22 +28,15 @@ set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
 bin="$repo/.gpu/launch_rate"
-lib="$repo/.gpu/libgpuprio.so"
+stats="$repo/tools/bench/bench_stats.py"
 launches="${LAUNCHES:-100000}"
 reps="${REPS:-3}"
 per_run_timeout="${BENCH_TIMEOUT:-20}"
-py="${PYTHON:-python3}"
-say() { printf 'run_launch_bench: %s\n' "$*"; }
 
-[[ -x "$bin" ]] || { say "error: $bin missing: run tests/gpu/build_artifacts.sh and carry .gpu"; exit 1; }
+need_bin "$bin"
+need_lib
 read -r -a modes <<<"${MODES:-native passthrough schedule sched-nocoord deferred sched-low sched-trace}"
-if ((native_only)); then
-  modes=(native)
-else
-  [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
-fi
-mkdir -p "$out"
-work="$(mktemp -d /tmp/gpuprio_launch_bench.XXXXXX)"
+((native_only)) && modes=(native)
 runs="$work/runs.jsonl"
 : >"$runs"
 declare -A timeouts=()
@@ -83,30 +79,10 @@ for ((r = 1; r <= reps; r++)); do
           rm -f "$work"/trace.*.json
           ((rc == 124 || rc == 137)) && timeouts[$mode]=$((${timeouts[$mode]:-0} + 1))
         fi
-        # One record per run: the program's JSON line (if any) plus what the script knows.
-        "$py" - "$mode" "$threads" "$api" "$r" "$rc" "$work/$tag.out" "$work/$tag.err" >>"$runs" <<'PY'
-import json, sys
-mode, threads, api, rep, rc, out_path, err_path = sys.argv[1:]
-rec = {}
-out = open(out_path, errors="replace").read()
-for line in out.splitlines():
-    if line.startswith("{"):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            pass
-err = open(err_path, errors="replace").read()
-rec.update(mode=mode, threads=int(threads), api=api, rep=int(rep), rc=int(rc))
-rec["ok"] = bool(rec.get("ok")) and int(rc) == 0
-if not rec["ok"]:
-    rec["stderr_tail"] = err[-1500:]
-    rec["stdout_tail"] = out[-500:]
-    if int(rc) in (124, 137):
-        rec["error"] = (rec.get("error") or "") + " timed out"
-    elif int(rc) == 125:
-        rec["error"] = "skipped (mode timed out twice)"
-print(json.dumps(rec))
-PY
+        skip_args=()
+        ((rc == 125)) && skip_args=(--skip "$(cat "$work/$tag.err")" --skip-error "skipped (mode timed out twice)")
+        "$py" "$stats" record --out "$work/$tag.out" --err "$work/$tag.err" --rc "$rc" "${skip_args[@]}" \
+          mode="$mode" threads="$threads" api="$api" rep="$r" >>"$runs"
         printf 'run_launch_bench: round %d %-11s threads=%d api=%-7s rc=%d %s\n' "$r" "$mode" "$threads" "$api" "$rc" \
           "$(grep -o '"launches_per_s":[0-9.]*,"call_us_mean":[0-9.]*' "$work/$tag.out" 2>/dev/null)"
       done
@@ -118,4 +94,30 @@ done
   --launches "$launches" --reps "$reps"
 rc=$?
 cat "$out/launch_bench.txt" 2>/dev/null
+
+# A lone program must not pay for spatial isolation: with nothing more important anywhere, gpuprio
+# creates no green context (GPUPRIO_ISOLATION at its default) and issues nothing on twin streams.
+if ((native_only == 0 && ${ISOLATION_CHECK:-1})); then
+  iso="$out/launch_isolation.txt"
+  : >"$iso"
+  for threads in 1 8; do
+    tag="isolation.t$threads"
+    timeout -k 5 "$per_run_timeout" env -u LD_PRELOAD -u GPUPRIO_ISOLATION -u GPUPRIO_PRIORITY -u GPUPRIO_DOMAIN \
+      LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_LOG=info "$bin" --threads "$threads" --api runtime \
+      --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
+    irc=$?
+    green="$(grep -c 'gpuprio: isolation: device' "$work/$tag.err")"
+    confined="$(grep -o 'confined=[0-9]*' "$work/$tag.err" | awk -F= '{s += $2; n++} END {if (n) print s}')"
+    verdict=PASS
+    if ((irc != 0)) || ! grep -q '"ok": *true' "$work/$tag.out"; then verdict="FAIL (rc=$irc)"; fi
+    ((green > 0)) && verdict="FAIL (a green context in a lone process)"
+    [[ -n "$confined" && "$confined" != 0 ]] && verdict="FAIL (confined=$confined in a lone process)"
+    {
+      echo "isolation, lone process, threads=$threads: $verdict; 'isolation: device' lines: $green; confined=${confined:-absent}"
+      grep '^gpuprio: isolation\|confined=' "$work/$tag.err" | sed 's/^/    /'
+    } >>"$iso"
+    [[ "$verdict" == PASS ]] || rc=1
+  done
+  cat "$iso"
+fi
 exit "$rc"
