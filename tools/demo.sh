@@ -15,7 +15,10 @@
 # GPU machine without Bazel); GPU part only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-say() { printf '\ndemo: %s\n' "$*"; }
+progress_prefix=demo
+# shellcheck source=tools/progress.sh
+source tools/progress.sh
+say() { printf '\n'; progress_note "$*"; }
 
 prebuilt=0
 [[ "${1:-}" == --prebuilt ]] && prebuilt=1
@@ -24,10 +27,16 @@ if ((prebuilt)); then
   [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
   bazel() { :; }
 else
-  say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so)"
-  bazel build -c opt //hook:libgpuprio.so //tests/fake_cuda:libcuda.so.1 \
-    //tests/fake_cuda/clients:all //tests/scheduler:sched_client //tests/coordinator:coord_client \
-    2>&1 | tail -n 2
+  say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so; the first build compiles Abseil too)"
+  # The whole output stays in build_log, which is kept when the build fails.
+  build_log="$(mktemp /tmp/gpuprio_demo_build.XXXXXX.log)"
+  if ! progress_bazel "$build_log" build -c opt //hook:libgpuprio.so //tests/fake_cuda:libcuda.so.1 \
+      //tests/fake_cuda/clients:all //tests/scheduler:sched_client //tests/coordinator:coord_client; then
+    bazel shutdown >/dev/null 2>&1 || true
+    exit 1
+  fi
+  rm -f "$build_log"
+  progress_note "built"
   bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
   lib="$bin/hook/libgpuprio.so"
 fi

@@ -6,7 +6,10 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-say() { printf 'setup: %s\n' "$*"; }
+progress_prefix=setup
+# shellcheck source=tools/progress.sh
+source "$repo/tools/progress.sh"
+say() { progress_note "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # tmux: the terminal in which //tests/tools:top_test runs `gpuprio top`'s live view.
@@ -36,8 +39,12 @@ done
 if ((${#need[@]})); then
   [[ $(id -u) -eq 0 ]] || die "packages missing (${need[*]}); run this script as root"
   say "installing Debian packages: ${need[*]}"
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
+  say "apt-get update"
+  apt-get update -q || die "apt-get update failed (its messages are above): check the network and /etc/apt/sources.list*"
+  say "apt-get install (${#need[@]} packages)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" ||
+    die "apt-get install failed (its messages are above)"
+  say "Debian packages installed"
 else
   say "Debian packages already installed: ${packages[*]}"
 fi
@@ -60,8 +67,11 @@ SRC
   apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/sources.list.d"
             -o "Dir::State::Lists=$work/lists" -o APT::Sandbox::User=root)
   say "fetching Abseil $absl_version source from Debian's archive (private apt lists in $work)"
-  apt-get "${apt_opts[@]}" update -q >/dev/null
-  (cd "$work" && apt-get "${apt_opts[@]}" source --download-only -q abseil >/dev/null)
+  progress_run "reading the source package lists" "$work/update.log" \
+    apt-get "${apt_opts[@]}" update -q || die "could not read Debian's source package lists (above)"
+  progress_run "downloading Abseil's source package" "$work/source.log" \
+    bash -c 'cd "$1" && shift && apt-get "$@" source --download-only -q abseil' _ "$work" \
+    "${apt_opts[@]}" || die "could not download Abseil's source package (above)"
   orig="$(ls "$work"/abseil_"$absl_version".orig.tar.* 2>/dev/null | head -n1)"
   [[ -n "$orig" ]] || die "Debian's abseil source package did not download"
   rm -rf "$absl_dir" && mkdir -p "$absl_dir"
@@ -73,3 +83,4 @@ SRC
 fi
 
 say "ready: Bazel $(dpkg-query -W -f='${Version}' bazel-bootstrap), Catch2 $(dpkg-query -W -f='${Version}' catch2), Abseil $absl_version, CUDA headers in $cuda"
+say "next: tools/demo.sh or tools/test.sh (the first build compiles Abseil: several minutes on a small machine)"
