@@ -1,0 +1,32 @@
+// Runs the benchmark runners' self-tests (tools/bench/two_process_selftest.py and
+// interference_selftest.py: the record and report code on synthetic results, and the in-process
+// runner end to end with a stand-in for the CUDA program) in CI, so the scripts whose tables
+// docs/benchmarks.md reports keep working without a GPU.
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "tests/runfiles.h"
+
+namespace {
+
+void RunSelftest(const char* path) {
+  auto script = gpuprio_test::Runfile(path);
+  REQUIRE(script.ok());
+  auto result = gpuprio_test::RunProcess({"/usr/bin/env", "python3", *script}, {});
+  REQUIRE(result.ok());
+  INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
+  CHECK(result->exit_code == 0);
+  CHECK(result->stdout_text.find(" passed, 0 failed") != std::string::npos);
+  CHECK(result->stdout_text.find("FAIL") == std::string::npos);
+}
+
+TEST_CASE("The two-process benchmarks' records and reports", "[tools][bench]") {
+  RunSelftest("tools/bench/two_process_selftest.py");
+}
+
+TEST_CASE("The in-process interference runner and report, and the launch bench's isolation check",
+          "[tools][bench]") {
+  RunSelftest("tools/bench/interference_selftest.py");
+}
+
+}  // namespace
