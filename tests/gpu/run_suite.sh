@@ -11,6 +11,27 @@
 # ~3 minutes each), torch (tools/bench/run_torch_bench.sh; ~5 minutes: give it a device call of
 # its own), trace (tests/gpu/run_trace_check.sh). Each step writes into OUT/work/STEP; at the end
 # OUT/results.tgz holds every step's files and OUT/suite.txt each step's exit code and summary.
+#
+# Spatial isolation (GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS; docs/benchmarks.md says what each
+# measures). Expected wall time on an H100 in brackets; every script skips its remaining runs once
+# its own budget is spent, so a hang costs at most that step's time:
+#   interference        main plan: L 0.2/2/20/100 ms, alone, low alone, native, stream priorities,
+#                       gpuprio isolation off/active/always, 3 rounds, idle tails   [~6.5 min, cap 7.5]
+#   iso_launch          launch bench natively and in schedule mode (3 rounds), and no green
+#                       context in a lone process (MODES="native schedule")         [~1 min]
+#   iso_reserved        GPUPRIO_RESERVED_SMS 8/16/32/64 at L = 20 and 2 ms          [~2.5 min, cap 3.5]
+#   iso_sparse          releases every 1 s at L = 20 ms: isolation active vs always [~2.5 min, cap 3.5]
+#   isolated            the interception check (ResNet-50, training step, cuBLAS, Triton, CUDA
+#                       graphs, -lcuda program) with GPUPRIO_ISOLATION=force, schedule mode:
+#                       bit-identical outputs, a green context and confined ops     [~2.5 min]
+#   iso_two_process_mps two processes under MPS, L 0.2/2/20/100 ms, isolation active [~4.5 min, cap 5.5]
+#   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
+#                       two processes, isolation active, 3 rounds (run_torch_bench.sh) [~5 min, cap 7.5]
+# In three device calls of at most 9 minutes (timeout_s 560; carry .gpu):
+#   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
+#   2: bash tests/gpu/run_suite.sh $OUT iso_reserved iso_sparse isolated          (~7.5 min)
+#   3: bash tests/gpu/run_suite.sh $OUT iso_two_process_mps iso_torch             (~9 min: if
+#      short of time, give iso_torch a call of its own)
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT STEP [STEP...]" >&2; exit 2; }
 out="$1"; shift
@@ -36,6 +57,13 @@ for step in "$@"; do
     two_process_mps) bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     torch) bash tools/bench/run_torch_bench.sh "$dir" ;;
     trace) bash tests/gpu/run_trace_check.sh "$dir" ;;
+    iso_launch) MODES="native schedule" bash tools/bench/run_launch_bench.sh "$dir" ;;
+    iso_reserved) bash tools/bench/run_interference_bench.sh "$dir" --plan reserved ;;
+    iso_sparse) bash tools/bench/run_interference_bench.sh "$dir" --plan sparse ;;
+    isolated) GPUPRIO_ISOLATION=force GPUPRIO_CHECK_MODE=schedule bash tests/gpu/run_interception_check.sh "$dir" ;;
+    iso_two_process_mps) LOW_MS="0.2 2 20 100" BENCH_BUDGET=300 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
+                           bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
+    iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_torch_bench.sh "$dir" ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?
