@@ -32,8 +32,6 @@
 set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
-py="${PYTHON:-python3}"
-lib="$repo/.gpu/libgpuprio.so"
 script="$repo/tools/bench/torch_two_process.py"
 rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-340}"
@@ -45,14 +43,8 @@ budget="${TORCH_BUDGET:-420}"
 read -r -a targs <<<"${TORCH_ARGS:-}"
 # More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
 read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
-say() { printf 'run_torch_bench: %s\n' "$*"; }
 
-if ((native_only == 0)); then
-  [[ -f "$lib" ]] || { say "error: $lib missing: run tests/gpu/build_artifacts.sh and carry .gpu (or use --native-only)"; exit 1; }
-fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-work="$(mktemp -d /tmp/gpuprio_torch_bench.XXXXXX)"
+need_lib
 runs="$work/runs.jsonl"
 : >"$runs"
 export PYTHONUNBUFFERED=1

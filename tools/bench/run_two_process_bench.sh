@@ -49,7 +49,6 @@ for arg in "$@"; do
 done
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
 bin="$repo/.gpu/interference"
-lib="$repo/.gpu/libgpuprio.so"
 report="$repo/tools/bench/two_process_report.py"
 low_list="${LOW_MS:-0.2 2 20}"
 rounds="${ROUNDS:-3}"
@@ -64,18 +63,11 @@ read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 -
 read -r -a extra <<<"${EXTRA_ARGS:-}"
 # More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
 read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
-py="${PYTHON:-python3}"
 name=two_process
 ((mps)) && name=two_process_mps
-say() { printf 'run_two_process_bench: %s\n' "$*"; }
 
-[[ -x "$bin" ]] || { say "error: $bin missing: run tests/gpu/build_artifacts.sh and carry .gpu"; exit 1; }
-if ((native_only == 0)); then
-  [[ -f "$lib" ]] || { say "error: $lib missing (use --native-only to measure without it)"; exit 1; }
-fi
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-work="$(mktemp -d /tmp/gpuprio_two_process.XXXXXX)"
+need_bin "$bin"
+need_lib
 runs="$work/runs.jsonl"
 : >"$runs"
 

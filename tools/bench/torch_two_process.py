@@ -50,7 +50,8 @@ import sys
 import time
 import traceback
 
-from bench_stats import fmt, fmt_spread, ratio, spread
+from bench_stats import (add_role_record_args, fmt, fmt_spread, native_failures, percentile, print_brief, ratio,
+                         read_jsonl, spread, write_outputs)
 
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
@@ -219,14 +220,6 @@ def environment():
         "env_mode": os.environ.get("GPUPRIO_MODE", ""),
         "pid": os.getpid(),
     }
-
-
-def percentile(values, q):
-    """Nearest rank on the sorted values (as interference.cu)."""
-    if not values:
-        return None
-    v = sorted(values)
-    return v[int(q * (len(v) - 1) + 0.5)]
 
 
 def run_high(a):
@@ -594,10 +587,7 @@ def main():
     r.add_argument("--round", required=True)
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
-    for role in ("high", "low"):
-        r.add_argument("--%s-result" % role)
-        r.add_argument("--%s-err" % role)
-        r.add_argument("--%s-rc" % role, default="-1")
+    add_role_record_args(r, ("result", "err"))
     sub.add_parser("brief")
     rp = sub.add_parser("report")
     rp.add_argument("runs")
@@ -611,27 +601,11 @@ def main():
         print(json.dumps(make_record(a)))
         return 0
     if a.cmd == "brief":
-        try:
-            print(brief(json.loads(sys.stdin.read())))
-        except ValueError:
-            print("(no record)")
-        return 0
-    runs = []
-    with open(a.runs) as fh:
-        for line in fh:
-            if line.strip():
-                runs.append(json.loads(line))
+        return print_brief(brief)
+    runs = read_jsonl(a.runs)
     rep = build(runs)
-    with open(a.out_json, "w") as fh:
-        json.dump(rep, fh, indent=1)
-        fh.write("\n")
-    with open(a.out_txt, "w") as fh:
-        fh.write(text(rep))
-    native_failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
-    for r in native_failed:
-        print("torch_two_process: native run failed: %s round %s: %s" % (r["config"], r["round"], r.get("error")),
-              file=sys.stderr)
-    return 1 if native_failed or not runs else 0
+    write_outputs(rep, text(rep), a.out_json, a.out_txt)
+    return native_failures(runs, "torch_two_process", lambda r: "%s round %s" % (r["config"], r["round"]))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ import argparse
 import json
 import sys
 
-from bench_stats import fmt, fmt_spread, ratio, spread
+from bench_stats import (add_role_record_args, fmt, fmt_spread, native_failures, print_brief, process_part, ratio,
+                         read_jsonl, spread, write_outputs)
 
 PAIR_CONFIGS = ["low-alone", "native", "gpuprio"]  # per L; "alone" and "alone-gpuprio" have no L
 P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
@@ -37,42 +38,6 @@ LOW_TARGET = 0.90  # gpuprio low rate / (low alone x (1 - busy)) at least
 
 
 # --- record ---
-
-def read_part(out_path, err_path, rc):
-    """One process's part of a record: its JSON line (if any), exit code, stderr tail."""
-    part = {"rc": rc}
-    try:
-        out = open(out_path, errors="replace").read()
-    except OSError as e:
-        out = ""
-        part["error"] = "no stdout: %s" % e
-    try:
-        err = open(err_path, errors="replace").read()
-    except OSError:
-        err = ""
-    js = None
-    for line in out.splitlines():
-        if line.startswith("{"):
-            try:
-                js = json.loads(line)
-            except ValueError:
-                pass
-    part["json"] = js
-    part["stderr_tail"] = err[-1500:]
-    part["ok"] = bool(js and js.get("ok")) and rc == 0
-    if not part["ok"]:
-        if js and js.get("error"):
-            part["error"] = js["error"]
-        elif rc in (124, 137):
-            part["error"] = "timed out"
-        elif not part.get("error"):
-            tail = [l for l in err.splitlines() if l.strip()]
-            part["error"] = "rc %s: %s" % (rc, tail[-1] if tail else "no output")
-        if rc in (124, 137) and "timed out" not in part["error"]:
-            part["error"] += " (timed out)"
-        part["stdout_tail"] = out[-500:]
-    return part
-
 
 def make_record(a):
     rec = {"group_low_ms": float(a.group), "config": a.config, "round": int(a.round), "mps": bool(int(a.mps)),
@@ -85,7 +50,7 @@ def make_record(a):
         out = getattr(a, role + "_out")
         if out is None:
             continue
-        part = read_part(out, getattr(a, role + "_err"), int(getattr(a, role + "_rc")))
+        part = process_part(out, getattr(a, role + "_err"), int(getattr(a, role + "_rc")))
         js = part.get("json") or {}
         # Under gpuprio both processes must have had the library and their priority; natively neither.
         if part["ok"]:
@@ -291,10 +256,7 @@ def main():
     r.add_argument("--mps", default="0")
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
-    for role in ("high", "low"):
-        r.add_argument("--%s-out" % role)
-        r.add_argument("--%s-err" % role)
-        r.add_argument("--%s-rc" % role, default="-1")
+    add_role_record_args(r, ("out", "err"))
     sub.add_parser("brief")
     rp = sub.add_parser("report")
     rp.add_argument("runs")
@@ -306,29 +268,12 @@ def main():
         print(json.dumps(make_record(a)))
         return 0
     if a.cmd == "brief":
-        try:
-            print(brief(json.loads(sys.stdin.read())))
-        except ValueError:
-            print("(no record)")
-        return 0
-
-    runs = []
-    with open(a.runs) as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                runs.append(json.loads(line))
+        return print_brief(brief)
+    runs = read_jsonl(a.runs)
     rep = build(runs)
-    with open(a.out_json, "w") as fh:
-        json.dump(rep, fh, indent=1)
-        fh.write("\n")
-    with open(a.out_txt, "w") as fh:
-        fh.write(text(rep))
-    native_failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
-    for r in native_failed:
-        print("two_process_report: native run failed: L=%s %s round %s: %s"
-              % (r["group_low_ms"], r["config"], r["round"], r.get("error", "")), file=sys.stderr)
-    return 1 if native_failed or not runs else 0
+    write_outputs(rep, text(rep), a.out_json, a.out_txt)
+    return native_failures(runs, "two_process_report",
+                           lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]))
 
 
 if __name__ == "__main__":
