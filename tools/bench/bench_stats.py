@@ -182,6 +182,25 @@ def add_role_record_args(parser, suffixes):
         parser.add_argument("--%s-rc" % role, default="-1")
 
 
+def add_report_commands(sub):
+    """The `brief` and `report RUNS.jsonl OUT.json OUT.txt` subcommands every report script has."""
+    sub.add_parser("brief")
+    rp = sub.add_parser("report")
+    rp.add_argument("runs")
+    rp.add_argument("out_json")
+    rp.add_argument("out_txt")
+
+
+def run_report_command(a, brief, build, text, who, describe):
+    """Runs `brief` or `report` (add_report_commands) with the script's own pieces; the exit status."""
+    if a.cmd == "brief":
+        return print_brief(brief)
+    runs = read_jsonl(a.runs)
+    rep = build(runs)
+    write_outputs(rep, text(rep), a.out_json, a.out_txt)
+    return native_failures(runs, who, describe)
+
+
 def print_brief(brief):
     """`SCRIPT brief < RECORD`: one line of figures for the progress log."""
     try:

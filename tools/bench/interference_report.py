@@ -27,8 +27,7 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 import argparse
 import sys
 
-from bench_stats import (fmt, fmt_spread, native_failures, print_brief, ratio, read_jsonl, spread,
-                         write_outputs)
+from bench_stats import add_report_commands, fmt, fmt_spread, ratio, run_report_command, spread
 
 CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "none", "stream", "gpuprio-off", "gpuprio-active",
                 "gpuprio-always"]
@@ -211,19 +210,10 @@ def text(rep):
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("brief")
-    rp = sub.add_parser("report")
-    rp.add_argument("runs")
-    rp.add_argument("out_json")
-    rp.add_argument("out_txt")
+    add_report_commands(sub)
     a = p.parse_args()
-    if a.cmd == "brief":
-        return print_brief(brief)
-    runs = read_jsonl(a.runs)
-    rep = build(runs)
-    write_outputs(rep, text(rep), a.out_json, a.out_txt)
-    return native_failures(runs, "interference_report",
-                           lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r.get("round")))
+    return run_report_command(a, brief, build, text, "interference_report",
+                              lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r.get("round")))
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ import sys
 import time
 import traceback
 
-from bench_stats import (add_role_record_args, fmt, fmt_spread, native_failures, percentile, print_brief, ratio,
-                         read_jsonl, spread, write_outputs)
+from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, percentile, ratio,
+                         run_report_command, spread)
 
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
@@ -588,11 +588,7 @@ def main():
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
     add_role_record_args(r, ("result", "err"))
-    sub.add_parser("brief")
-    rp = sub.add_parser("report")
-    rp.add_argument("runs")
-    rp.add_argument("out_json")
-    rp.add_argument("out_txt")
+    add_report_commands(sub)
     a = p.parse_args()
 
     if a.cmd in ("high", "low"):
@@ -600,12 +596,8 @@ def main():
     if a.cmd == "record":
         print(json.dumps(make_record(a)))
         return 0
-    if a.cmd == "brief":
-        return print_brief(brief)
-    runs = read_jsonl(a.runs)
-    rep = build(runs)
-    write_outputs(rep, text(rep), a.out_json, a.out_txt)
-    return native_failures(runs, "torch_two_process", lambda r: "%s round %s" % (r["config"], r["round"]))
+    return run_report_command(a, brief, build, text, "torch_two_process",
+                              lambda r: "%s round %s" % (r["config"], r["round"]))
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ import argparse
 import json
 import sys
 
-from bench_stats import (add_role_record_args, fmt, fmt_spread, native_failures, print_brief, process_part, ratio,
-                         read_jsonl, spread, write_outputs)
+from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, process_part, ratio,
+                         run_report_command, spread)
 
 PAIR_CONFIGS = ["low-alone", "native", "gpuprio"]  # per L; "alone" and "alone-gpuprio" have no L
 P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
@@ -257,23 +257,14 @@ def main():
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
     add_role_record_args(r, ("out", "err"))
-    sub.add_parser("brief")
-    rp = sub.add_parser("report")
-    rp.add_argument("runs")
-    rp.add_argument("out_json")
-    rp.add_argument("out_txt")
+    add_report_commands(sub)
     a = p.parse_args()
 
     if a.cmd == "record":
         print(json.dumps(make_record(a)))
         return 0
-    if a.cmd == "brief":
-        return print_brief(brief)
-    runs = read_jsonl(a.runs)
-    rep = build(runs)
-    write_outputs(rep, text(rep), a.out_json, a.out_txt)
-    return native_failures(runs, "two_process_report",
-                           lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]))
+    return run_report_command(a, brief, build, text, "two_process_report",
+                              lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]))
 
 
 if __name__ == "__main__":
