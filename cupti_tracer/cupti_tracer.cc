@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cupti_tracer/activity_decoder.h"
+#include "cupti_tracer/capture_window.h"
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "cupti_tracer/counter_throttle.h"
 #include "cupti_tracer/external_id_carrier.h"
@@ -84,8 +85,11 @@ class TracerCore {
 
   absl::Status Start();
   // Once per process, by whichever caller comes first; a concurrent caller waits until the trace
-  // is written. Does nothing in a forked child.
+  // is written. Does nothing in a forked child, and writes nothing if recording never started.
   absl::Status Finish();
+  // cuProfilerStart / cuProfilerStop (GPUPRIO_TRACE_RANGE=profiler_api).
+  void OnProfilerStart();
+  void OnProfilerStop();
 
   // C callbacks (trampolines below) land here.
   void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
@@ -117,6 +121,13 @@ class TracerCore {
   }
   // Flushes CUPTI, assembles the trace, writes it and logs the outcome (Finish's work).
   absl::Status WriteTrace();
+  // Enables the activity kinds (and, per API, switches the untraced APIs off again): recording
+  // starts. Essential kinds that fail are an error; optional ones a warning.
+  absl::Status EnableActivities(bool per_api);
+  // The capture window's actions (capture_window.h), on its thread.
+  void OpenWindow();
+  void CloseWindow();
+  std::string DescribeWindow() const;
   void FillApiNames();
   // Runtime callbacks for the APIs of traced_apis.h only (the whole domain if none took).
   absl::Status EnableTracedApiCallbacks();
@@ -143,6 +154,16 @@ class TracerCore {
   // end in the middle of the write.
   absl::Notification finish_done_;
   std::atomic<bool> fork_noted_{false};
+
+  // Recording: gpuprio's own events are kept only while this is set (one relaxed load per op).
+  std::atomic<bool> capturing_{false};
+  bool per_api_ = false;  // set in Start, before any window opens
+  // Leaked with the core; null for the whole run. Set in Start after g_core (a profiler call in
+  // between is noted by CaptureWindow::NoteEarlyProfilerStart).
+  std::atomic<CaptureWindow*> window_{nullptr};
+  // Orders OpenWindow against Finish: a window never opens once the trace was written.
+  absl::Mutex window_mu_;
+  bool window_opened_ ABSL_GUARDED_BY(window_mu_) = false;
 
   // Records CUPTI reported dropped (cuptiActivityGetNumDroppedRecords, summed), records decoded
   // but dropped for the memory cap, buffers refused for the cap (CUPTI counts their records as
@@ -292,22 +313,45 @@ absl::Status TracerCore::Start() {
         api_.activity_register_callbacks(&BufferRequestedTrampoline, &BufferCompletedTrampoline),
         "cuptiActivityRegisterCallbacks");
   }
+  per_api_ = per_api;
+  // A window records from when it opens: nothing is enabled before (CUPTI then records nothing).
+  const bool whole_run = options_.window.WholeRun();
+  if (status.ok() && whole_run) status = EnableActivities(per_api);
+  if (!status.ok()) {
+    api_.unsubscribe(subscriber_);
+    // A callback that already loaded the pointer still finds this (leaked) core.
+    g_core.store(nullptr, std::memory_order_release);
+    return status;
+  }
+  if (whole_run) {
+    absl::MutexLock lock(&window_mu_);
+    window_opened_ = true;
+    capturing_.store(true, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  auto* window = new CaptureWindow(options_.window, [this] { OpenWindow(); },
+                                   [this] { CloseWindow(); });
+  window_.store(window, std::memory_order_release);
+  if (!window->Start()) {
+    Log(LogLevel::kError, "trace: no thread for the capture window; nothing will be recorded");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TracerCore::EnableActivities(bool per_api) {
+  absl::Status status;
   std::vector<std::string> optional_failures;
   for (CUpti_ActivityKind kind : kActivityKinds) {
-    if (!status.ok()) break;
     const CUptiResult r = api_.activity_enable(kind);
     if (r == CUPTI_SUCCESS) continue;
     if (Essential(kind)) {
       status = Check(r, absl::StrFormat("cuptiActivityEnable(%d)", kind).c_str());
-    } else {
-      optional_failures.push_back(absl::StrFormat("%d (%s)", kind, api_.ErrorString(r)));
+      break;
     }
+    optional_failures.push_back(absl::StrFormat("%d (%s)", kind, api_.ErrorString(r)));
   }
   if (!status.ok()) {
     for (CUpti_ActivityKind kind : kActivityKinds) api_.activity_disable(kind);
-    api_.unsubscribe(subscriber_);
-    // A callback that already loaded the pointer still finds this (leaked) core.
-    g_core.store(nullptr, std::memory_order_release);
     return status;
   }
   if (per_api) DisableUntracedApiRecords();
@@ -317,6 +361,50 @@ absl::Status TracerCore::Start() {
                                          "; the trace will lack them"));
   }
   return absl::OkStatus();
+}
+
+std::string TracerCore::DescribeWindow() const {
+  const CaptureWindowOptions& w = options_.window;
+  std::string text = w.range == CaptureRange::kProfilerApi
+                         ? "GPUPRIO_TRACE_RANGE=profiler_api"
+                         : absl::StrCat("GPUPRIO_TRACE_DELAY_S=", absl::ToInt64Seconds(w.delay));
+  if (w.duration.has_value()) {
+    absl::StrAppend(&text, ", GPUPRIO_TRACE_DURATION_S=", absl::ToInt64Seconds(*w.duration));
+  }
+  return text;
+}
+
+void TracerCore::OpenWindow() {
+  absl::MutexLock lock(&window_mu_);
+  if (finished_.load(std::memory_order_acquire)) return;  // the process is writing or ended
+  if (absl::Status s = EnableActivities(per_api_); !s.ok()) {
+    Log(LogLevel::kError, absl::StrCat("trace: recording could not start (", DescribeWindow(),
+                                       "): ", s.message(), "; no trace will be written"));
+    return;
+  }
+  window_opened_ = true;
+  capturing_.store(true, std::memory_order_release);
+  Log(LogLevel::kInfo, absl::StrCat("trace: recording started (", DescribeWindow(), ")"));
+}
+
+void TracerCore::CloseWindow() {
+  capturing_.store(false, std::memory_order_release);
+  Log(LogLevel::kInfo, absl::StrCat("trace: recording ended (", DescribeWindow(),
+                                    "); writing the trace, the program goes on"));
+  // Finish logs the outcome; the program is not told.
+  (void)Finish();
+}
+
+void TracerCore::OnProfilerStart() {
+  if (CaptureWindow* window = window_.load(std::memory_order_acquire)) {
+    window->OnProfilerStart();
+  } else {
+    CaptureWindow::NoteEarlyProfilerStart();
+  }
+}
+
+void TracerCore::OnProfilerStop() {
+  if (CaptureWindow* window = window_.load(std::memory_order_acquire)) window->OnProfilerStop();
 }
 
 uint8_t* TracerCore::AcquireBuffer() {
@@ -377,8 +465,10 @@ void TracerCore::OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_
 }
 
 void TracerCore::OnSubmit(scheduler::Op& op) {
-  op.trace.op_id = next_op_id_.fetch_add(1, std::memory_order_relaxed);
   carrier_.Capture(op.trace);
+  // Outside the capture window the op keeps id 0: nothing of it is recorded, at issue either.
+  if (!capturing_.load(std::memory_order_relaxed)) return;
+  op.trace.op_id = next_op_id_.fetch_add(1, std::memory_order_relaxed);
   const int64_t now = CuptiNow();
   SubmitRecord r;
   r.op_id = op.trace.op_id;
@@ -393,6 +483,7 @@ void TracerCore::OnSubmit(scheduler::Op& op) {
 
 void TracerCore::OnCallerIssue(const char* api, int priority, CUstream stream,
                                int64_t begin_ns, int64_t end_ns) {
+  if (!capturing_.load(std::memory_order_relaxed)) return;
   const int64_t now = CuptiNow();
   SubmitRecord r;
   r.op_id = next_op_id_.fetch_add(1, std::memory_order_relaxed);
@@ -433,6 +524,7 @@ void TracerCore::OnIssueEnd(const scheduler::Op& op, CUresult result) {
 
 void TracerCore::OnQueueState(int device, int priority, int64_t pending,
                               uint64_t budget_in_use_ns) {
+  if (!capturing_.load(std::memory_order_relaxed)) return;
   const int64_t now = CuptiNow();
   absl::MutexLock lock(&counters_mu_);
   const size_t before = counter_samples_.size();
@@ -461,6 +553,20 @@ absl::Status TracerCore::Finish() {
   }
   if (finished_.exchange(true, std::memory_order_acq_rel)) {
     finish_done_.WaitForNotification();
+    return absl::OkStatus();
+  }
+  bool opened;
+  {
+    // Waits for an OpenWindow under way; none opens afterwards (it sees finished_).
+    absl::MutexLock lock(&window_mu_);
+    opened = window_opened_;
+  }
+  capturing_.store(false, std::memory_order_release);
+  if (!opened) {
+    Log(LogLevel::kWarning,
+        absl::StrFormat("trace: recording never started (%s); no trace written to %s",
+                        DescribeWindow(), options_.path));
+    finish_done_.Notify();
     return absl::OkStatus();
   }
   absl::Status status = WriteTrace();

@@ -2,9 +2,11 @@
 // gpuprio's own view (which client thread submitted each op, when the dispatcher issued it, queue
 // depths), and writes it at exit as Chrome trace JSON (docs/trace_format.md).
 //
-// Lifecycle: Start() subscribes to CUPTI and enables activity kinds; Finish() (once: at exit,
-// after the dispatchers stopped and before the CUDA runtime tears down, or on SIGTERM/SIGINT,
-// trace_on_signal.h) flushes CUPTI, assembles a TraceInput and writes it. At most one
+// Lifecycle: Start() subscribes to CUPTI and enables activity kinds (or, with a capture window,
+// leaves them off until the window opens: capture_window.h); Finish() (once: at exit, after the
+// dispatchers stopped and before the CUDA runtime tears down, when the capture window closes, or
+// on SIGTERM/SIGINT, trace_on_signal.h) flushes CUPTI, assembles a TraceInput and writes it. At
+// most one
 // CuptiTracer runs per process (CUPTI's callbacks are process-wide). The state CUPTI calls back
 // into is a leaked singleton: CUPTI may deliver buffers from its own thread until the process is
 // gone, so destroying a CuptiTracer frees nothing.
@@ -28,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cupti_tracer/capture_window.h"
 #include "cupti_tracer/cupti_library.h"
 #include "scheduler/op.h"
 #include "scheduler/op_observer.h"
@@ -39,7 +42,16 @@ struct CuptiTracerOptions {
   size_t max_bytes = size_t{512} << 20;   // GPUPRIO_TRACE_MAX_MB
   bool all_apis = false;  // GPUPRIO_TRACE_ALL_APIS=1: API records for every call, not only
                           // stream work and synchronisation (traced_apis.h)
+  CaptureWindowOptions window;  // when to record (capture_window.h); default: the whole run
 };
+
+// cuProfilerStart / cuProfilerStop, called by the hook before the real call: with
+// GPUPRIO_TRACE_RANGE=profiler_api the first start opens the recording and the next stop closes
+// it and writes the trace (on the window's thread: these never wait for the write). Otherwise,
+// and without a tracer, they do nothing (a start before the tracer starts is remembered).
+// Async-signal-unsafe; any thread.
+void OnProfilerStart();
+void OnProfilerStop();
 
 namespace internal {
 class TracerCore;

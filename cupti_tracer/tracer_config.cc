@@ -20,6 +20,28 @@ ParsedEnv<TracerConfig> ParseTracerConfig(GetenvFunction getenv) {
   config.max_bytes = static_cast<size_t>(max_mb) << 20;
   env.ReadChoice<bool>("GPUPRIO_TRACE_ALL_APIS", {{"0", false}, {"1", true}},
                        "using the default (0)", &config.all_apis);
+  // Whole seconds, as nsys's --delay and --duration; at most a year.
+  constexpr int64_t kMaxWindowSeconds = int64_t{366} * 24 * 3600;  // env_vars.def's max
+  int64_t delay_s = 0;
+  env.ReadInteger("GPUPRIO_TRACE_DELAY_S", 0, kMaxWindowSeconds, "an integer number of seconds",
+                  "recording from the start", &delay_s);
+  int64_t duration_s = 0;
+  // 0: until exit.
+  if (env.ReadInteger("GPUPRIO_TRACE_DURATION_S", 0, kMaxWindowSeconds,
+                      "an integer number of seconds", "recording until exit", &duration_s) &&
+      duration_s > 0) {
+    config.window.duration = absl::Seconds(duration_s);
+  }
+  env.ReadChoice<CaptureRange>(
+      "GPUPRIO_TRACE_RANGE",
+      {{"whole", CaptureRange::kWholeRun}, {"profiler_api", CaptureRange::kProfilerApi}},
+      "recording the whole run", &config.window.range);
+  if (config.window.range == CaptureRange::kProfilerApi && delay_s > 0) {
+    env.Reject("GPUPRIO_TRACE_DELAY_S", "unset or 0 with GPUPRIO_TRACE_RANGE=profiler_api",
+               "ignored: cuProfilerStart starts the recording");
+    delay_s = 0;
+  }
+  config.window.delay = absl::Seconds(delay_s);
   return {config, env.TakeProblems()};
 }
 

@@ -64,6 +64,7 @@ std::unique_ptr<scheduler::OpObserver> MakeTracer(const TracerConfig& unexpanded
   options.path = config.path;
   options.max_bytes = config.max_bytes;
   options.all_apis = config.all_apis;
+  options.window = config.window;
   absl::StatusOr<std::unique_ptr<CuptiTracer>> tracer = CuptiTracer::Start(**api, options);
   if (!tracer.ok()) return FallBackToNvtx(config, tracer.status().message());
   const std::vector<int> signals =

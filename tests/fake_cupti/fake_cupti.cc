@@ -7,7 +7,9 @@
 //     the client for buffers, fills each with CUpti_ActivityKernel10 records and hands it back;
 //     records that find no buffer (the client refused one) are dropped and counted, as CUPTI does;
 //   - cuptiActivityGetNumDroppedRecords returns that count and resets it;
-//   - FAKE_CUPTI_FLUSH_HANG=1: cuptiActivityFlushAll never returns (a wedged driver).
+//   - FAKE_CUPTI_FLUSH_HANG=1: cuptiActivityFlushAll never returns (a wedged driver);
+//   - as CUPTI, no kernel record unless CONCURRENT_KERNEL was enabled (by the flush: ever);
+//   - FAKE_CUPTI_KERNEL_NAME: the records' kernel name (default "fake_cupti_kernel").
 // Timestamps are CLOCK_MONOTONIC nanoseconds. The optional per-API functions are absent, so the
 // tracer enables whole domains.
 #include <cupti.h>
@@ -26,6 +28,7 @@ bool g_subscribed = false;                                     // guarded by g_m
 CUpti_BuffersCallbackRequestFunc g_request = nullptr;          // guarded by g_mu
 CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;        // guarded by g_mu
 std::atomic<size_t> g_dropped{0};
+std::atomic<bool> g_kernel_enabled{false};
 
 constexpr char kKernelName[] = "fake_cupti_kernel";
 
@@ -82,7 +85,10 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const char** na
   return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_kernel_enabled = true;
+  return CUPTI_SUCCESS;
+}
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
@@ -121,7 +127,9 @@ CUptiResult cuptiActivityFlushAll(uint32_t) {
     complete = g_complete;
   }
   if (request == nullptr || complete == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
-  size_t remaining = FlushRecords();
+  size_t remaining = g_kernel_enabled ? FlushRecords() : 0;
+  const char* name = std::getenv("FAKE_CUPTI_KERNEL_NAME");
+  if (name == nullptr || *name == '\0') name = kKernelName;
   const uint64_t now = NowNs();
   while (remaining > 0) {
     uint8_t* buffer = nullptr;
@@ -142,7 +150,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t) {
       r.end = r.start + 500;
       r.deviceId = 0;
       r.streamId = 7;
-      r.name = kKernelName;
+      r.name = name;
       std::memcpy(buffer + i * kRecordBytes, &r, sizeof(r));
     }
     complete(nullptr, 0, buffer, size, n * kRecordBytes);

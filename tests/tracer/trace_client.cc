@@ -10,6 +10,8 @@
 //             after 30 s.
 //   app_handler  installs its own SIGTERM handler after the first CUDA call (after gpuprio's),
 //             sends itself SIGTERM, and exits 3 from main once its handler ran.
+//   phases    (capture windows) sleeps argv[3] ms, launches as many kernels again, sleeps
+//             argv[3] ms, prints trace_before_exit=0|1, launches them a third time and returns.
 // Prints `trace_client: <scenario> ok` and pid=<pid> before it ends (for sigterm: before the
 // signal).
 #include <cuda.h>
@@ -98,7 +100,9 @@ int AppHandlerScenario() {
 
 int main(int argc, char** argv) {
   fake_client::g_client_name = "trace_client";
-  if (argc < 2) Fail("usage: trace_client exit|fork|sigterm|app_handler [launches]");
+  if (argc < 2) {
+    Fail("usage: trace_client exit|fork|sigterm|app_handler|phases [launches [sleep_ms]]");
+  }
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   const int launches = argc > 2 ? std::atoi(argv[2]) : 20;
@@ -112,5 +116,14 @@ int main(int argc, char** argv) {
   if (scenario == "fork") return Fork();
   if (scenario == "sigterm") return SigTerm();
   if (scenario == "app_handler") return AppHandlerScenario();
+  if (scenario == "phases") {
+    const int sleep_ms = argc > 3 ? std::atoi(argv[3]) : 1000;
+    usleep(static_cast<useconds_t>(sleep_ms) * 1000);
+    Launch(launches, g_stream);
+    usleep(static_cast<useconds_t>(sleep_ms) * 1000);
+    std::printf("trace_before_exit=%d\n", TraceExists() ? 1 : 0);
+    Launch(launches, g_stream);
+    return fake_client::Succeed();
+  }
   Fail("unknown scenario");
 }

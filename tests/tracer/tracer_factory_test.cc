@@ -32,6 +32,42 @@ TEST_CASE("ParseTracerConfig reads the trace variables", "[tracer]") {
   CHECK(set.config.cupti_library == "/opt/libcupti.so.13");
 }
 
+TEST_CASE("ParseTracerConfig reads the capture window", "[tracer]") {
+  const auto defaults = ParseFrom({});
+  CHECK(defaults.config.window.WholeRun());
+  const auto set = ParseFrom({{"GPUPRIO_TRACE_DELAY_S", "30"}, {"GPUPRIO_TRACE_DURATION_S", "5"}});
+  CHECK(set.problems.empty());
+  CHECK(set.config.window.delay == absl::Seconds(30));
+  CHECK(set.config.window.duration == absl::Seconds(5));
+  CHECK(set.config.window.range == CaptureRange::kWholeRun);
+  CHECK(ParseFrom({{"GPUPRIO_TRACE_DURATION_S", "0"}}).config.window.WholeRun());
+  const auto range = ParseFrom({{"GPUPRIO_TRACE_RANGE", "Profiler_API"}});
+  CHECK(range.problems.empty());
+  CHECK(range.config.window.range == CaptureRange::kProfilerApi);
+
+  const auto bad = ParseFrom({{"GPUPRIO_TRACE_DELAY_S", "1.5"},
+                              {"GPUPRIO_TRACE_DURATION_S", "-1"},
+                              {"GPUPRIO_TRACE_RANGE", "nvtx"}});
+  REQUIRE(bad.problems.size() == 3);
+  CHECK(bad.problems[0].rfind("GPUPRIO_TRACE_DELAY_S=\"1.5\" is not valid (accepted: an integer "
+                              "number of seconds",
+                              0) == 0);
+  CHECK(bad.problems[0].find("; recording from the start") != std::string::npos);
+  CHECK(bad.problems[1].find("GPUPRIO_TRACE_DURATION_S=\"-1\"") != std::string::npos);
+  CHECK(bad.problems[2] ==
+        "GPUPRIO_TRACE_RANGE=\"nvtx\" is not valid (accepted: whole, profiler_api); recording "
+        "the whole run");
+  CHECK(bad.config.window.WholeRun());
+
+  const auto both = ParseFrom({{"GPUPRIO_TRACE_RANGE", "profiler_api"},
+                               {"GPUPRIO_TRACE_DELAY_S", "10"}});
+  REQUIRE(both.problems.size() == 1);
+  CHECK(both.problems[0].find("ignored: cuProfilerStart starts the recording") !=
+        std::string::npos);
+  CHECK(both.config.window.delay == absl::ZeroDuration());
+  CHECK(both.config.window.range == CaptureRange::kProfilerApi);
+}
+
 TEST_CASE("A bad GPUPRIO_TRACE_MAX_MB is named, and tracing goes on with the default cap",
           "[tracer]") {
   for (const char* bad : {"0", "-3", "lots", "99999999"}) {
