@@ -640,6 +640,20 @@ absl::Status TracerCore::WriteTrace() {
 
 }  // namespace internal
 
+void OnProfilerStart() {
+  if (internal::TracerCore* core = internal::g_core.load(std::memory_order_acquire)) {
+    core->OnProfilerStart();
+  } else {
+    CaptureWindow::NoteEarlyProfilerStart();
+  }
+}
+
+void OnProfilerStop() {
+  if (internal::TracerCore* core = internal::g_core.load(std::memory_order_acquire)) {
+    core->OnProfilerStop();
+  }
+}
+
 absl::StatusOr<std::unique_ptr<CuptiTracer>> CuptiTracer::Start(const CuptiApi& api,
                                                                  CuptiTracerOptions options) {
   ABSL_CONST_INIT static std::atomic<bool> started{false};
