@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "catch2/catch.hpp"
 #include "cupti_tracer/chrome_trace_writer.h"
@@ -167,6 +168,84 @@ TEST_CASE("gpuprio trace summarize prints tables without --json", "[cli][tracer]
                           "launch ops with no kernel record: 1: 13 (cuLaunchKernel)"));
   CHECK(absl::StrContains(result.stdout_text, "kernels not linked to a client call: 1"));
   CHECK(absl::StrContains(result.stdout_text, "dropped CUPTI records: 7"));
+}
+
+TEST_CASE("gpuprio trace summarize --top N limits the kernels in every format",
+          "[cli][tracer]") {
+  const std::string path = WriteTrace("top.json", gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  auto result = RunCli({"trace", "summarize", path, "--top", "1"});
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(absl::StrContains(result.stdout_text, "top 1 kernels by total GPU time:"));
+  CHECK(absl::StrContains(result.stdout_text, "  gemm\n"));
+  CHECK_FALSE(absl::StrContains(result.stdout_text, "relu"));
+
+  result = RunCli({"trace", "summarize", path, "--top", "0", "--format", "json"});
+  REQUIRE(result.exit_code == 0);
+  CHECK(json::parse(result.stdout_text).at("top_kernels").size() == 3);
+  result = RunCli({"trace", "summarize", path, "--top", "2", "--json"});
+  REQUIRE(result.exit_code == 0);
+  CHECK(json::parse(result.stdout_text).at("top_kernels").size() == 2);
+}
+
+TEST_CASE("gpuprio trace summarize --format csv prints one table", "[cli][tracer]") {
+  TraceInput input = KnownTrace();
+  // A demangled name holds commas and quotes: CSV must quote it.
+  for (GpuActivity& gpu : input.gpu_activities) {
+    if (gpu.name == "relu") gpu.name = "_Z4reluIfLi2EEvPKT_PS0_i";
+  }
+  const std::string path = WriteTrace("csv.json", gpuprio::tracer::ChromeTraceJson(input));
+  const auto result = RunCli({"trace", "summarize", path, "--top", "2", "--format", "csv"});
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  const std::vector<std::string> lines = absl::StrSplit(result.stdout_text, '\n', absl::SkipEmpty());
+  const std::vector<std::string> expected = {
+      "section,priority,name,count,total_us,mean_us,p50_us,p99_us,max_us",
+      "total,,ops,13,,,,,",
+      "total,,ops_linked_to_gpu,12,,,,,",
+      "total,,kernels,13,,,,,",
+      "total,,kernels_linked_to_client,12,,,,,",
+      "total,,kernels_unlinked,1,,,,,",
+      "total,,dropped_records,7,,,,,",
+      "total,,launches_missing_kernel,1,,,,,",
+      "queue_delay,1,,10,,,5.0,10.0,10.0",
+      "queue_delay,0,,3,,,200.0,300.0,300.0",
+      "issue_to_start,1,,10,,,10.0,20.0,20.0",
+      "issue_to_start,0,,2,,,5.0,5.0,5.0",
+      "kernel,,gemm,10,100.0,10.0,,,",
+      "kernel,,\"void relu<float, 2>(float const*, float*, int)\",2,6.0,3.0,,,",
+  };
+  CHECK(lines == expected);
+}
+
+TEST_CASE("gpuprio trace summarize reads the gzip trace the writer makes", "[cli][tracer]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  const std::string path = std::string(tmp) + "/known.json.gz";
+  REQUIRE(gpuprio::tracer::WriteChromeTrace(KnownTrace(), path).ok());
+  const auto result = RunCli({"trace", "summarize", path, "--json"});
+  INFO("stderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(json::parse(result.stdout_text).at("ops") == 13);
+}
+
+TEST_CASE("gpuprio trace summarize refuses bad --top and --format with one line",
+          "[cli][tracer]") {
+  const std::string path = WriteTrace("opts.json", gpuprio::tracer::ChromeTraceJson(KnownTrace()));
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--top", "-1"},
+                                             {"--top", "many"},
+                                             {"--format", "xml"},
+                                             {"--json", "--format", "csv"}}) {
+    std::vector<std::string> argv = {"trace", "summarize", path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = RunCli(argv);
+    INFO("args: " << absl::StrJoin(args, " ") << "\nstderr: " << result.stderr_text);
+    CHECK(result.exit_code == 2);
+    CHECK(result.stdout_text.empty());
+    CHECK(std::vector<std::string>(absl::StrSplit(result.stderr_text, '\n', absl::SkipEmpty()))
+              .size() == 1);
+  }
 }
 
 TEST_CASE("gpuprio trace summarize rejects a bad file with one line and exit 2",
