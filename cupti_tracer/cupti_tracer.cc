@@ -634,7 +634,8 @@ absl::Status TracerCore::WriteTrace() {
       drops.records_by_cupti, drops.records_over_cap, options_.max_bytes >> 20,
       drops.buffers_refused, drops.op_events, drops.counter_samples);
   if (!written.ok()) absl::StrAppend(&line, ": ", written.message());
-  Log(!written.ok() ? LogLevel::kError : drops.any() ? LogLevel::kWarning : LogLevel::kInfo, line);
+  // At the default level too: where the trace went is what the user asked for.
+  Log(!written.ok() ? LogLevel::kError : LogLevel::kWarning, line);
   return written;
 }
 

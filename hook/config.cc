@@ -75,21 +75,21 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
     }
   }
   int64_t budget_us = static_cast<int64_t>(config.budget_ns / 1000);
-  env.ReadInteger("GPUPRIO_BUDGET_US", 1, 10'000'000, "an integer number of microseconds",
+  env.ReadInteger("GPUPRIO_BUDGET_US", "an integer number of microseconds",
                   "using the default (2000)", &budget_us);
   config.budget_ns = static_cast<uint64_t>(budget_us) * 1000;
   int64_t peer_budget_us = static_cast<int64_t>(config.peer_budget_ns / 1000);
-  env.ReadInteger("GPUPRIO_PEER_BUDGET_US", 1, 10'000'000, "an integer number of microseconds",
+  env.ReadInteger("GPUPRIO_PEER_BUDGET_US", "an integer number of microseconds",
                   "using the default (500)", &peer_budget_us);
   config.peer_budget_ns = static_cast<uint64_t>(peer_budget_us) * 1000;
   env.ReadChoice<bool>("GPUPRIO_DIRECT_ISSUE", {{"1", true}, {"0", false}},
                        "using the default (1)", &config.direct_issue);
   int64_t max_queued = static_cast<int64_t>(config.max_queued);
-  env.ReadInteger("GPUPRIO_MAX_QUEUED", 2, 1'000'000, "an integer number of ops per stream",
+  env.ReadInteger("GPUPRIO_MAX_QUEUED", "an integer number of ops per stream",
                   "using the default (1024)", &max_queued);
   config.max_queued = static_cast<uint64_t>(max_queued);
   int64_t exit_timeout_ms = static_cast<int64_t>(config.exit_timeout_ns / 1'000'000);
-  env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000, "an integer number of milliseconds",
+  env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", "an integer number of milliseconds",
                   "using the default (30000)", &exit_timeout_ms);
   config.exit_timeout_ns = static_cast<uint64_t>(exit_timeout_ms) * 1'000'000;
   env.ReadChoice<bool>("GPUPRIO_COORDINATE", {{"1", true}, {"0", false}},

@@ -1,10 +1,12 @@
-// Process lifecycle: configuration and environment checks at load, the counts of suppressed log
-// lines and the call summary at exit, fork handlers.
+// Process lifecycle: configuration and environment checks at load (and the start line `gpuprio run`
+// asks for), the counts of suppressed log lines and the call and priority summary at exit, fork
+// handlers.
 // The constructor makes no CUDA call (another library may not even have loaded libcuda yet).
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -14,10 +16,12 @@
 #include "hook/param_layout_cache.h"
 #include "hook/real_driver.h"
 #include "hook/scheduler_bridge.h"
+#include "scheduler/base/env_reader.h"
 #include "scheduler/base/env_vars.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
 #include "scheduler/base/version.h"
+#include "scheduler/priority_summary.h"
 
 namespace gpuprio::hook {
 namespace {
@@ -28,6 +32,33 @@ void LogCallSummary() {
   Logf(LogLevel::kInfo, "call summary: pid=%d mode=%s version=%s", getpid(),
        ModeName(GetConfig().mode), base::kVersion);
   for (const std::string& line : FormatCallSummary(counts)) Log(LogLevel::kInfo, line);
+  if (scheduler::Scheduler* s = ExistingScheduler()) {
+    for (const std::string& line : scheduler::FormatPrioritySummary(s->levels())) {
+      Log(LogLevel::kInfo, line);
+    }
+  }
+}
+
+// One line saying how gpuprio runs, when GPUPRIO_ANNOUNCE=1: `gpuprio run` sets it, so its user
+// sees that gpuprio is in the process, while a plain LD_PRELOAD stays quiet.
+void Announce(const Config& config) {
+  EnvReader env(GpuprioGetenv);
+  bool announce = false;
+  env.ReadChoice<bool>("GPUPRIO_ANNOUNCE", {{"0", false}, {"1", true}}, "not announcing",
+                       &announce);
+  for (const std::string& problem : env.TakeProblems()) Log(LogLevel::kError, problem);
+  if (!announce) return;
+  const char* priority_name = config.default_priority == 1    ? "high"
+                              : config.default_priority == 0  ? "normal"
+                              : config.default_priority == -1 ? "low"
+                                                              : nullptr;
+  const std::string priority =
+      priority_name != nullptr ? priority_name : std::to_string(config.default_priority);
+  const std::optional<absl::string_view> trace = env.Get("GPUPRIO_TRACE");
+  // At the error level, which every GPUPRIO_LOG shows: the user asked for this line.
+  Logf(LogLevel::kError, "pid %d mode=%s priority=%s budget=%dus trace=%s version=%s", getpid(),
+       ModeName(config.mode), priority, config.budget_ns / 1000,
+       Escaped(trace.has_value() ? *trace : "none"), base::kVersion);
 }
 
 // Registered first, so it runs after the scheduler's exit handler has issued the last work.
@@ -52,9 +83,10 @@ void ChildAfterFork() {
 
 __attribute__((constructor)) void InitializeGpuprio() {
   base::InitializeAbseilLazyState();  // before any thread of gpuprio's can race a fork with it
-  (void)GetConfig();  // a bad GPUPRIO_* value is reported now, once
+  const Config& config = GetConfig();  // a bad GPUPRIO_* value is reported now, once
   // A setting not honoured is reported at the level of a bad value, whatever GPUPRIO_LOG says.
   for (const std::string& warning : ProcessEnvironmentWarnings()) Log(LogLevel::kError, warning);
+  Announce(config);
   std::atexit(AtExit);
   pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
   // Abseil's debug-build deadlock detector takes one global spinlock inside every blocking Mutex

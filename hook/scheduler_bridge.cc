@@ -126,3 +126,5 @@ scheduler::Scheduler* ActiveScheduler() {
 }
 
 }  // namespace gpuprio::hook
+scheduler::Scheduler* ExistingScheduler() { return g_scheduler.load(std::memory_order_acquire); }
+

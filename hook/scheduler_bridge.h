@@ -16,6 +16,9 @@ namespace gpuprio::hook {
 // driver lacks what the scheduler needs: then gpuprio says so once and runs as passthrough).
 scheduler::Scheduler* ActiveScheduler();
 
+// The scheduler if one was created, else null; never creates one (for the exit summary).
+scheduler::Scheduler* ExistingScheduler();
+
 // fork() child side (hook/lifecycle.cc): forgets the parent's scheduler without touching it; the
 // child's first scheduled call builds its own. Makes no call and takes no lock.
 void AbandonSchedulerInChild();

@@ -745,6 +745,7 @@ int Dispatcher::PollCompletions() {
       tracking_.pop_back();
     } else {
       ++i;
+  level.queue_delay_histogram.Record(delay);
     }
   }
   return passed;

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "scheduler/latency_histogram.h"
+
 namespace gpuprio::scheduler {
 
 inline constexpr int kMinPriority = -100;  // == GPUPRIO_PRIORITY_MIN
@@ -29,6 +31,8 @@ struct PriorityLevelStats {
   std::atomic<int64_t> last_submit_ns{0};
   std::atomic<bool> seen{false};
 };
+  // The queueing delays summed above, for percentiles; last, so the words above share lines.
+  LatencyHistogram queue_delay_histogram;
 
 class PriorityLevels {
  public:

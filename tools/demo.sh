@@ -22,7 +22,16 @@ say() { printf '\n'; progress_note "$*"; }
 
 prebuilt=0
 [[ "${1:-}" == --prebuilt ]] && prebuilt=1
-if ((prebuilt)); then
+# --installed CMD: the fake-driver part only, through an installed `gpuprio` command and the
+# library it bundles (a wheel or .deb); the fake driver and its clients come from
+# $DEMO_BIN (a bazel-bin or a test's runfiles). tests/tools/package_install_test.sh.
+installed=""
+if [[ "${1:-}" == --installed ]]; then
+  installed="${2:?--installed needs the gpuprio command}"
+  bin="${DEMO_BIN:?--installed needs DEMO_BIN}"
+  lib=""
+  bazel() { :; }
+elif ((prebuilt)); then
   lib="$PWD/.gpu/libgpuprio.so"
   [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
   bazel() { :; }
@@ -49,7 +58,13 @@ cleanup() {
   bazel shutdown >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-gpuprio_run() { GPUPRIO_LIB="$lib" GPUPRIO_DOMAIN="$domain" tools/cli/gpuprio run "$@"; }
+gpuprio_run() {
+  if [[ -n "$installed" ]]; then
+    GPUPRIO_DOMAIN="$domain" "$installed" run "$@"
+  else
+    GPUPRIO_LIB="$lib" GPUPRIO_DOMAIN="$domain" tools/cli/gpuprio run "$@"
+  fi
+}
 # as_priority native|gpuprio PRIORITY CMD...: CMD as it is, or under `gpuprio run --priority`.
 as_priority() {
   local with="$1" priority="$2"
@@ -57,7 +72,7 @@ as_priority() {
   if [[ "$with" == gpuprio ]]; then gpuprio_run --priority "$priority" -- "$@"; else "$@"; fi
 }
 
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
+if [[ -z "$installed" ]] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
    ldconfig -p | grep -q 'libcuda\.so\.1 '; then
   say "GPU found: $(nvidia-smi -L | head -n 1)"
   if ((!prebuilt)); then
@@ -128,13 +143,26 @@ say "a libcuda.so.1 that executes kernels on a virtual device. Nothing here touc
 export LD_LIBRARY_PATH="$bin/tests/fake_cuda"
 for scenario in launch_forms streams; do
   say "cudart_like_client $scenario under gpuprio (schedule mode, exit summary on)"
-  LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
-    "$bin/tests/fake_cuda/clients/cudart_like_client" "$scenario"
+  if [[ -n "$installed" ]]; then
+    gpuprio_run --mode schedule --log info -- "$bin/tests/fake_cuda/clients/cudart_like_client" \
+      "$scenario"
+  else
+    LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
+      "$bin/tests/fake_cuda/clients/cudart_like_client" "$scenario"
+  fi
 done
 say "priority: 40 x 5 ms low-priority kernels, then a high-priority chain of 5 x 200 us"
+if [[ ! -x "$bin/tests/scheduler/sched_client" ]]; then
+  echo "(sched_client is not in $bin: skipped)"
+else
 printf 'native:    '; "$bin/tests/scheduler/sched_client" priority | head -n 1
-printf 'scheduled: '; LD_PRELOAD="$lib" GPUPRIO_MODE=schedule "$bin/tests/scheduler/sched_client" priority |
-  head -n 1
+printf 'scheduled: '
+if [[ -n "$installed" ]]; then
+  gpuprio_run --mode schedule -- "$bin/tests/scheduler/sched_client" priority | head -n 1
+else
+  LD_PRELOAD="$lib" GPUPRIO_MODE=schedule "$bin/tests/scheduler/sched_client" priority | head -n 1
+fi
+fi
 say "(high_latency_us: how long the high-priority chain took from submission to completion)"
 
 say "two processes: a high-priority one (20 bursts of 5 x 200 us kernels, one every 20 ms) beside a

@@ -14,7 +14,8 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # tmux: the terminal in which //tests/tools:top_test runs `gpuprio top`'s live view.
 # zlib1g-dev: .json.gz traces (libgpuprio.so links libz.so.1).
-packages=(bazel-bootstrap bazel-rules-java bazel-skylib bazel-platforms catch2 clang g++ python3
+# python3-venv: //tests/tools:package_install_test pip-installs the wheel into a new venv.
+packages=(bazel-bootstrap bazel-rules-java bazel-skylib bazel-platforms catch2 clang g++ python3 python3-venv
           nlohmann-json3-dev tmux zlib1g-dev)
 absl_version="20220623.1"
 absl_dir="$repo/third_party/abseil-src"

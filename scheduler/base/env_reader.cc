@@ -28,6 +28,15 @@ bool EnvReader::ReadInteger(const char* name, int64_t min, int64_t max, absl::st
   return false;
 }
 
+bool EnvReader::ReadInteger(const char* name, absl::string_view what, absl::string_view fallback,
+                            int64_t* value) {
+  const KnownEnvVar* var = FindKnownEnvVar(name);
+  if (var == nullptr || var->kind != EnvVarKind::kInteger) {
+    return ReadInteger(name, 1, 0, what, fallback, value);
+  }
+  return ReadInteger(name, var->min, var->max, what, fallback, value);
+}
+
 void EnvReader::Reject(const char* name, absl::string_view accepted, absl::string_view fallback) {
   const char* raw = getenv_(name);
   problems_.push_back(absl::StrFormat("%s=\"%s\" is not valid (accepted: %s); %s", name,

@@ -48,6 +48,11 @@ class EnvReader {
   bool ReadInteger(const char* name, int64_t min, int64_t max, absl::string_view what,
                    absl::string_view fallback, int64_t* value);
 
+  // The same, in the [min, max] that scheduler/base/env_vars.def gives `name` (a kInteger entry;
+  // a name the table lacks accepts nothing, which its tests catch).
+  bool ReadInteger(const char* name, absl::string_view what, absl::string_view fallback,
+                   int64_t* value);
+
   // Records: NAME="<value as set>" is not valid (accepted: <accepted>); <fallback>
   void Reject(const char* name, absl::string_view accepted, absl::string_view fallback);
 

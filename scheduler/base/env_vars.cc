@@ -18,24 +18,12 @@ namespace gpuprio {
 namespace {
 
 constexpr KnownEnvVar kKnownEnvVars[] = {
-    {"GPUPRIO_MODE", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_PRIORITY", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_BUDGET_US", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_PEER_BUDGET_US", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_MAX_QUEUED", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_EXIT_TIMEOUT_MS", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_DIRECT_ISSUE", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_LOG", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_COORDINATE", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_DOMAIN", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_SHARE_GROUP", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_TRACE", EnvVarReader::kLibrary, true},
-    {"GPUPRIO_TRACE_MAX_MB", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_TRACE_ALL_APIS", EnvVarReader::kLibrary, false},
-    {"GPUPRIO_CUPTI_LIBRARY", EnvVarReader::kLibrary, true},
-    {"GPUPRIO_LIB", EnvVarReader::kTools, true},
-    {"GPUPRIO_CHECK_MODE", EnvVarReader::kTools, false},
-    {"GPUPRIO_CHECK_TIMEOUT", EnvVarReader::kTools, false},
+#define GPUPRIO_ENV_VAR(name, read_by, loads_code, kind, min, max, default_value, accepted, \
+                        meaning)                                                          \
+  {#name, EnvVarReader::read_by, loads_code, EnvVarKind::kind, min, max, default_value, accepted, \
+   meaning},
+#include "scheduler/base/env_vars.def"
+#undef GPUPRIO_ENV_VAR
 };
 
 constexpr absl::string_view kPrefix = "GPUPRIO_";

@@ -5,6 +5,7 @@
 #ifndef GPUPRIO_SCHEDULER_BASE_ENV_VARS_H_
 #define GPUPRIO_SCHEDULER_BASE_ENV_VARS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,13 +23,23 @@ enum class EnvVarReader {
   kTools,    // the launcher (tools/cli/gpuprio) or the GPU check scripts; never the library
 };
 
+// What a variable accepts (env_vars.def explains each kind).
+enum class EnvVarKind { kChoice, kInteger, kPriority, kText };
+
 struct KnownEnvVar {
   absl::string_view name;
   EnvVarReader read_by;
   bool loads_code_or_writes_file;  // ignored by the library under secure execution
+  EnvVarKind kind;
+  int64_t min;                     // kInteger, kPriority: the accepted integers
+  int64_t max;
+  absl::string_view default_value;
+  absl::string_view accepted;      // kChoice, kPriority: '|'-separated words; kText: a phrase
+  absl::string_view meaning;
 };
 
-// Every GPUPRIO_* variable gpuprio or its tools read.
+// Every GPUPRIO_* variable gpuprio or its tools read: scheduler/base/env_vars.def, the table the
+// launcher (tools/cli/gpuprio) reads too.
 absl::Span<const KnownEnvVar> KnownEnvVars();
 
 // The entry for `name` (exact, case-sensitive, as the environment is), or null.

@@ -166,7 +166,7 @@ TEST_CASE("gpuprio run preloads the library first and sets GPUPRIO_* for the chi
   INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
   REQUIRE(result.exit_code == 0);
   CHECK(Field(result, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
-  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_LOG=error",
+  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_ANNOUNCE=1", "GPUPRIO_LOG=error",
                                                         "GPUPRIO_MODE=passthrough",
                                                         "GPUPRIO_PRIORITY=high"});
   CHECK(Field(result, "gpuprio_get_default_priority") == "1");
@@ -185,7 +185,8 @@ TEST_CASE("gpuprio run normalises values and does not preload the library twice"
   INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
   REQUIRE(result.exit_code == 0);
   CHECK(Field(result, "LD_PRELOAD") == absl::StrCat(lib, ":", kExistingPreload));
-  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_BUDGET_US=500",
+  CHECK(GpuprioVars(result) == std::vector<std::string>{"GPUPRIO_ANNOUNCE=1",
+                                                        "GPUPRIO_BUDGET_US=500",
                                                         "GPUPRIO_LOG=debug", "GPUPRIO_MODE=off",
                                                         "GPUPRIO_PRIORITY=-7"});
 }
@@ -328,6 +329,30 @@ TEST_CASE("The library's exit summary names its version", "[cli]") {
   CHECK(absl::StrContains(result.stderr_text,
                           absl::StrCat(" mode=passthrough version=", VersionFile(), "\n")));
   CHECK(absl::StrContains(result.stderr_text, "gpuprio: call summary: pid="));
+}
+
+TEST_CASE("Under gpuprio run the library says once at start how it runs; plain preload is quiet",
+          "[cli]") {
+  const std::string lib = PreloadLib();
+  const auto result = Run({Cli(), "run", "--lib", lib, "--mode", "passthrough", "--priority",
+                           "low", "--budget-us", "700", "--log", "error", "--", EnvDump()},
+                          BaseEnv());
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  const std::string pid = Field(result, "pid");
+  const std::string line =
+      absl::StrCat("gpuprio: pid ", pid, " mode=passthrough priority=low budget=700us trace=none");
+  CHECK(absl::StrContains(result.stderr_text, line));
+  CHECK(Lines(result.stderr_text).size() == 1);
+
+  Env plain = BaseEnv();
+  plain[0].second = absl::StrCat(lib, ":", kExistingPreload);
+  plain.emplace_back("GPUPRIO_MODE", "passthrough");
+  const auto quiet = Run({EnvDump()}, plain);
+  INFO("plain stderr: " << quiet.stderr_text);
+  REQUIRE(quiet.exit_code == 0);
+  CHECK(Field(quiet, "gpuprio_mode") == "passthrough");  // the library was there
+  CHECK(quiet.stderr_text.empty());
 }
 
 TEST_CASE("gpuprio --help lists the subcommands and each has its own usage", "[cli]") {

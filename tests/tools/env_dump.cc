@@ -3,6 +3,7 @@
 // through dlsym(RTLD_DEFAULT), as applications should): "gpuprio_get_thread_priority=absent" etc.
 // otherwise. Exits with argv[1] when given, so tests can check that exit codes pass through.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -37,6 +38,7 @@ void PrintInt(const char* name) {
 int main(int argc, char** argv) {
   const char* preload = std::getenv("LD_PRELOAD");
   std::printf("LD_PRELOAD=%s\n", preload != nullptr ? preload : "(unset)");
+  std::printf("pid=%d\n", static_cast<int>(getpid()));
   std::vector<std::string> gpuprio_vars;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "GPUPRIO_", 8) == 0) gpuprio_vars.emplace_back(*e);

@@ -47,7 +47,14 @@ TracedRun Run(const std::vector<std::string>& args, Env extra = {}) {
   Env env = {{"GPUPRIO_TRACE", run.path},
              {"GPUPRIO_CUPTI_LIBRARY", Runfile("tests/fake_cupti/libcupti.so.13")},
              {"GPUPRIO_LOG", "info"}};
-  for (auto& e : extra) env.push_back(std::move(e));
+  for (auto& e : extra) {
+    auto same = std::find_if(env.begin(), env.end(), [&](const auto& d) { return d.first == e.first; });
+    if (same != env.end()) {
+      same->second = std::move(e.second);
+    } else {
+      env.push_back(std::move(e));
+    }
+  }
   auto client_env = gpuprio_test::ClientEnv("schedule", std::move(env));
   REQUIRE(client_env.ok());
   std::vector<std::string> argv = {Runfile("tests/tracer/trace_client")};
@@ -208,6 +215,18 @@ TEST_CASE("Every drop at GPUPRIO_TRACE_MAX_MB is counted in the trace and in the
     CHECK(gpuprio.at("dropped_records_over_cap").get<long>() > 0);
     CheckEveryDropCounted(run, 10, 20000);
   }
+}
+
+TEST_CASE("At the default log level one line says where the trace was written", "[tracer]") {
+  const TracedRun run = Run({"exit", "20"}, {{"GPUPRIO_LOG", "warning"}});
+  DESCRIBE(run);
+  REQUIRE(run.result.exit_code == 0);
+  const std::string wrote = "gpuprio: trace: wrote " + run.path + " (20 ops";
+  const std::string& err = run.result.stderr_text;
+  const size_t at = err.find(wrote);
+  CHECK(at != std::string::npos);
+  CHECK(err.find(wrote, at + 1) == std::string::npos);  // once
+  CHECK(err.find("call summary") == std::string::npos);   // info lines stay off
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#include "scheduler/priority_summary.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpuprio::scheduler {
+namespace {
+
+const char* PriorityName(int priority) {
+  switch (priority) {
+    case -1:
+      return " (low)";
+    case 0:
+      return " (normal)";
+    case 1:
+      return " (high)";
+    default:
+      return "";
+  }
+}
+
+double Micros(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+}  // namespace
+
+std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
+  std::vector<std::string> lines;
+  for (int p = kMaxPriority; p >= kMinPriority; --p) {
+    const PriorityLevelStats& level = levels.At(p);
+    const uint64_t queued = level.ops_submitted.load(std::memory_order_relaxed);
+    const uint64_t on_caller = level.ops_on_caller.load(std::memory_order_relaxed);
+    const uint64_t ops = queued + on_caller;
+    if (ops == 0) continue;
+    std::string line = absl::StrFormat("priority=%d%s ops=%d on_caller=%.1f%% queued=%d", p,
+                                       PriorityName(p), ops,
+                                       100.0 * static_cast<double>(on_caller) / ops, queued);
+    const uint64_t issued = level.ops_issued.load(std::memory_order_relaxed);
+    if (issued > 0) {
+      const uint64_t sum = level.queue_delay_ns_sum.load(std::memory_order_relaxed);
+      const uint64_t max = level.queue_delay_ns_max.load(std::memory_order_relaxed);
+      // The bucket bound can exceed the largest delay seen; the max is exact.
+      uint64_t p99 = level.queue_delay_histogram.Percentile(99.0);
+      if (p99 > max) p99 = max;
+      absl::StrAppendFormat(&line, " queue_delay_us mean=%.1f p99<=%.1f max=%.1f",
+                            Micros(sum) / static_cast<double>(issued), Micros(p99), Micros(max));
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+}  // namespace gpuprio::scheduler

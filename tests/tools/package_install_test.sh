@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The packages installed into fresh places, with no network: tools/packaging/make_packages.py
+# writes the wheel and the .deb from the library under test; the wheel is pip-installed into a
+# new venv (--no-index) and the .deb unpacked with dpkg-deb -x into an empty root; each one's
+# `gpuprio` command then runs the fake-driver demo (tools/demo.sh --installed) with the library
+# it bundles, and `gpuprio env` must point LD_PRELOAD into that install. A sh_test: venv, pip and
+# dpkg-deb run in Bazel's sandbox, and a failure counts like any test's.
+set -euo pipefail
+runfiles="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-gpuprio}"
+work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/packages.XXXXXX")"
+failures=0
+fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
+unset GPUPRIO_LIB LD_PRELOAD
+
+# Where the binary loads: libstdc++ and libgcc are linked in, so the library needs no libstdc++.so
+# (a conda environment's older one cannot break it) and at most glibc 2.36 (Debian 12).
+lib="$runfiles/hook/libgpuprio.so"
+needed="$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')"
+echo "libgpuprio.so needs: $needed"
+for n in $needed; do
+  case "$n" in
+    libc.so.6|libm.so.6|ld-linux-x86-64.so.2|libz.so.1) ;;
+    *) fail "libgpuprio.so needs $n (only libc, libm, the loader and zlib are expected)" ;;
+  esac
+done
+versions="$(readelf -V --wide "$lib" | sed -n '/Version needs/,$p' | grep -o 'Name: [A-Z_]*[0-9.]*' |
+            sed 's/Name: //' | sort -uV | tr '\n' ' ')"
+echo "libgpuprio.so symbol versions: $versions"
+grep -q 'GLIBCXX_\|CXXABI_\|GCC_' <<<"$versions" && fail "libgpuprio.so needs libstdc++/libgcc_s versions"
+highest="$(tr ' ' '\n' <<<"$versions" | sed -n 's/^GLIBC_2\.\([0-9]*\).*/\1/p' | sort -n | tail -n 1)"
+((highest <= 36)) || fail "libgpuprio.so needs GLIBC_2.$highest, more than Debian 12's 2.36"
+
+# The repository files the packages carry, as the runfiles have them.
+python3 "$runfiles/tools/packaging/make_packages.py" --repo "$runfiles" \
+  --lib "$runfiles/hook/libgpuprio.so" --out "$work/out"
+wheel="$(ls "$work"/out/gpuprio-*-py3-none-manylinux_2_*_x86_64.whl)"
+deb="$(ls "$work"/out/gpuprio_*_amd64.deb)"
+
+# The .deb's control file: the Depends the library's NEEDED list calls for, and no libstdc++.
+control="$(dpkg-deb -f "$deb")"
+echo "$control"
+grep -q '^Depends: python3 (>= 3.9), libc6 (>= 2\.[0-9]*)' <<<"$control" || fail "Depends: $control"
+grep -q 'libstdc++' <<<"$control" && fail "the .deb depends on libstdc++ (linked statically)"
+
+# check_install NAME GPUPRIO_CMD PREFIX: the demo through GPUPRIO_CMD, whose library lies under
+# PREFIX.
+check_install() {
+  local name="$1" cmd="$2" prefix="$3" out="$work/demo.$1"
+  local exported
+  exported="$("$cmd" env --priority low | sed -n 's/^export LD_PRELOAD=//p')"
+  [[ "$exported" == "$prefix"/*libgpuprio.so && -f "$exported" ]] ||
+    fail "$name: gpuprio env preloads '$exported', not the library under $prefix"
+  if ! DEMO_BIN="$runfiles" bash "$runfiles/tools/demo.sh" --installed "$cmd" >"$out" 2>&1
+  then
+    fail "$name: the demo failed"
+  fi
+  cat "$out"
+  grep -q 'gpuprio: pid [0-9]* mode=schedule priority=normal budget=2000us' "$out" ||
+    fail "$name: no start line from the installed library"
+  grep -q 'gpuprio: calls api=' "$out" || fail "$name: no call summary from the library"
+  grep -q 'gpuprio *[0-9]* of the [0-9]* low kernels' "$out" || fail "$name: no two-process result"
+  grep -q '^demo: .*done$' "$out" || fail "$name: the demo did not finish"
+}
+
+echo "=== wheel: $(basename "$wheel") into a new venv ==="
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install --no-index --disable-pip-version-check -q "$wheel"
+"$work/venv/bin/python" -c 'import gpuprio; assert gpuprio.available() is False; print("import gpuprio: ok")'
+check_install wheel "$work/venv/bin/gpuprio" "$work/venv/lib"
+
+echo "=== .deb: $(basename "$deb") unpacked into an empty root ==="
+mkdir "$work/root"
+dpkg-deb -x "$deb" "$work/root"
+PYTHONPATH="$work/root/usr/lib/python3/dist-packages" python3 -c 'import gpuprio; print("import gpuprio: ok")'
+check_install deb "$work/root/usr/bin/gpuprio" "$work/root/usr/lib/gpuprio"
+
+rm -rf "$work"
+if ((failures)); then
+  echo "$failures failures"
+  exit 1
+fi
+echo "package install: all checks passed"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds libgpuprio.so (bazel build -c opt) and writes, into OUT (default out/packages):
+#   gpuprio-VERSION-py3-none-manylinux_2_N_x86_64.whl   pip install it (no index needed)
+#   gpuprio_VERSION_amd64.deb                           apt install ./it, or dpkg -i
+# (tools/packaging/make_packages.py; docs/build.md, "Packages"). --lib FILE packages a library
+# built already instead of building one.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+lib=""
+if [[ "${1:-}" == --lib ]]; then
+  lib="$(realpath "${2:?--lib needs a file}")"
+  shift 2
+fi
+out="$(realpath -m "${1:-$repo/out/packages}")"
+if [[ -z "$lib" ]]; then
+  bazel build -c opt //hook:libgpuprio.so 2>&1 | tail -n 1
+  lib="$(bazel info -c opt bazel-bin 2>/dev/null)/hook/libgpuprio.so"
+fi
+python3 tools/packaging/make_packages.py --repo "$repo" --lib "$lib" --out "$out"

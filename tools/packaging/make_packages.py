@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Writes gpuprio's wheel and Debian package from a built libgpuprio.so (tools/package.sh).
+
+  make_packages.py --repo DIR --lib LIBGPUPRIO_SO --out DIR
+
+The wheel (written with zipfile: no PyPI, no build backend) holds the package `gpuprio`: the
+ctypes helper (tools/python/gpuprio.py) as its __init__, the launcher (tools/cli/gpuprio) as
+gpuprio/_cli.py with a `gpuprio` console script, and libgpuprio.so, env_vars.def and VERSION
+beside them, where the launcher looks first. The .deb puts the same files in /usr/lib/gpuprio
+(/usr/bin/gpuprio links there), the helper in /usr/lib/python3/dist-packages/gpuprio, and the
+docs and copyright file in /usr/share/doc/gpuprio. Standard library only (and dpkg-deb).
+"""
+
+import argparse
+import base64
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+# The glibc the library needs decides the platform tag: the highest GLIBC_x.y it references.
+GLIBC_VERSION = re.compile(rb"GLIBC_2\.([0-9]+)")
+DOCS = ("README.md", "docs/user_guide.md", "docs/build.md", "CHANGELOG.md", "NOTICE",
+        "THIRD_PARTY_NOTICES.md")
+
+
+def glibc_minor(lib):
+    """The highest glibc 2.x symbol version the library requires (its .gnu.version_r names)."""
+    out = subprocess.run(["readelf", "-V", "--wide", lib], check=True, capture_output=True).stdout
+    needs = out.split(b"Version needs section", 1)
+    minors = [int(m) for m in GLIBC_VERSION.findall(needs[1] if len(needs) > 1 else b"")]
+    if not minors:
+        raise SystemExit(f"make_packages: {lib} references no GLIBC_2.x version")
+    return max(minors)
+
+
+def read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def write_wheel(repo, lib, version, out):
+    minor = glibc_minor(lib)
+    tag = f"py3-none-manylinux_2_{minor}_x86_64"
+    dist = f"gpuprio-{version}.dist-info"
+    files = [  # (name in the wheel, bytes, executable)
+        ("gpuprio/__init__.py", read(os.path.join(repo, "tools/python/gpuprio.py"), "rb"), False),
+        ("gpuprio/_cli.py", read(os.path.join(repo, "tools/cli/gpuprio"), "rb"), False),
+        ("gpuprio/libgpuprio.so", read(lib, "rb"), True),
+        ("gpuprio/env_vars.def", read(os.path.join(repo, "scheduler/base/env_vars.def"), "rb"),
+         False),
+        ("gpuprio/VERSION", read(os.path.join(repo, "VERSION"), "rb"), False),
+    ]
+    readme = read(os.path.join(repo, "README.md"))
+    metadata = (f"Metadata-Version: 2.1\nName: gpuprio\nVersion: {version}\n"
+                "Summary: Share one GPU between a latency-critical job and batch work "
+                "(LD_PRELOAD priority scheduler for CUDA)\n"
+                "License: Apache-2.0\nRequires-Python: >=3.9\n"
+                "Classifier: Operating System :: POSIX :: Linux\n"
+                "Classifier: License :: OSI Approved :: Apache Software License\n"
+                "Description-Content-Type: text/markdown\n\n" + readme)
+    wheel = (f"Wheel-Version: 1.0\nGenerator: gpuprio make_packages.py\nRoot-Is-Purelib: false\n"
+             f"Tag: {tag}\n")
+    entry_points = "[console_scripts]\ngpuprio = gpuprio._cli:entry\n"
+    files += [
+        (f"{dist}/METADATA", metadata.encode(), False),
+        (f"{dist}/WHEEL", wheel.encode(), False),
+        (f"{dist}/entry_points.txt", entry_points.encode(), False),
+        (f"{dist}/top_level.txt", b"gpuprio\n", False),
+        (f"{dist}/LICENSE", read(os.path.join(repo, "LICENSE"), "rb"), False),
+    ]
+    record = [record_line(name, data) for name, data, _ in files] + [f"{dist}/RECORD,,"]
+    files.append((f"{dist}/RECORD", ("\n".join(record) + "\n").encode(), False))
+    path = os.path.join(out, f"gpuprio-{version}-{tag}.whl")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, executable in files:
+            info = zipfile.ZipInfo(name, date_time=(2026, 11, 25, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            z.writestr(info, data)
+    return path
+
+
+def install(src, dst, mode):
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, mode)
+
+
+def write_deb(repo, lib, version, out):
+    minor = glibc_minor(lib)
+    needed = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True,
+                            text=True).stdout
+    depends = ["python3 (>= 3.9)", f"libc6 (>= 2.{minor})"]
+    if "libz.so.1" in needed:
+        depends.append("zlib1g (>= 1:1.2.0)")
+    if "libstdc++.so.6" in needed:
+        depends.append("libstdc++6")
+    if "libgcc_s.so.1" in needed:
+        depends.append("libgcc-s1")
+    with tempfile.TemporaryDirectory() as root:
+        os.chmod(root, 0o755)
+        lib_dir = os.path.join(root, "usr/lib/gpuprio")
+        install(lib, os.path.join(lib_dir, "libgpuprio.so"), 0o644)
+        install(os.path.join(repo, "tools/cli/gpuprio"), os.path.join(lib_dir, "gpuprio"), 0o755)
+        install(os.path.join(repo, "scheduler/base/env_vars.def"),
+                os.path.join(lib_dir, "env_vars.def"), 0o644)
+        install(os.path.join(repo, "VERSION"), os.path.join(lib_dir, "VERSION"), 0o644)
+        install(os.path.join(repo, "tools/python/gpuprio.py"),
+                os.path.join(root, "usr/lib/python3/dist-packages/gpuprio/__init__.py"), 0o644)
+        os.makedirs(os.path.join(root, "usr/bin"))
+        os.symlink("../lib/gpuprio/gpuprio", os.path.join(root, "usr/bin/gpuprio"))
+        doc = os.path.join(root, "usr/share/doc/gpuprio")
+        for name in DOCS:
+            if os.path.exists(os.path.join(repo, name)):
+                install(os.path.join(repo, name), os.path.join(doc, os.path.basename(name)), 0o644)
+        install(os.path.join(repo, "LICENSE"), os.path.join(doc, "copyright"), 0o644)
+        size_kib = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root)
+                       for f in fs if not os.path.islink(os.path.join(d, f))) // 1024 + 1
+        os.makedirs(os.path.join(root, "DEBIAN"))
+        with open(os.path.join(root, "DEBIAN/control"), "w") as f:
+            f.write(f"Package: gpuprio\nVersion: {version}\nArchitecture: amd64\n"
+                    f"Maintainer: gpuprio maintainers <gpuprio@localhost>\n"
+                    f"Installed-Size: {size_kib}\nDepends: {', '.join(depends)}\n"
+                    "Section: devel\nPriority: optional\n"
+                    "Description: share one GPU between a latency-critical job and batch work\n"
+                    " libgpuprio.so is LD_PRELOADed into CUDA programs and schedules their GPU\n"
+                    " work by priority; `gpuprio run` starts a program under it.\n")
+        path = os.path.join(out, f"gpuprio_{version}_amd64.deb")
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, path],
+                       check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--lib", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    version = read(os.path.join(args.repo, "VERSION")).strip()
+    os.makedirs(args.out, exist_ok=True)
+    for path in (write_wheel(args.repo, args.lib, version, args.out),
+                 write_deb(args.repo, args.lib, version, args.out)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
