@@ -57,7 +57,11 @@ ssize_t CookieWrite(void* cookie, const char* data, size_t size) {
     const size_t n = std::min<size_t>(size - done, 1u << 30);
     d->stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data + done));
     d->stream.avail_in = static_cast<uInt>(n);
-    if (!d->Pump(Z_NO_FLUSH)) return -1;
+    const bool pumped = d->Pump(Z_NO_FLUSH);
+    // `data` is stdio's or the caller's: never left pointed to after this call.
+    d->stream.next_in = nullptr;
+    d->stream.avail_in = 0;
+    if (!pumped) return -1;
     done += n;
   }
   return static_cast<ssize_t>(size);
@@ -88,8 +92,11 @@ absl::Status WriteGzipped(std::FILE* out, int level,
   if (!status.ok() && !d.error.empty()) {
     status = absl::Status(status.code(), absl::StrCat(status.message(), " (", d.error, ")"));
   }
-  // fclose pushes stdio's buffer through CookieWrite; then the stream is ended.
-  if (std::fclose(plain) != 0 && status.ok()) {
+  // fclose pushes stdio's buffer through CookieWrite; then the stream is ended. A write that
+  // failed earlier (a large fwrite goes to CookieWrite directly, and a caller may not check it)
+  // shows in d.error even when fclose has nothing left to flush.
+  const bool closed = std::fclose(plain) == 0;
+  if (status.ok() && (!closed || !d.error.empty())) {
     status = absl::DataLossError(d.error.empty() ? "writing the trace" : d.error);
   }
   if (status.ok() && !d.Pump(Z_FINISH)) status = absl::DataLossError(d.error);
