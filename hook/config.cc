@@ -84,6 +84,17 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   config.peer_budget_ns = static_cast<uint64_t>(peer_budget_us) * 1000;
   env.ReadChoice<bool>("GPUPRIO_DIRECT_ISSUE", {{"1", true}, {"0", false}},
                        "using the default (1)", &config.direct_issue);
+  env.ReadChoice<scheduler::Isolation>("GPUPRIO_ISOLATION",
+                                       {{"active", scheduler::Isolation::kActive},
+                                        {"always", scheduler::Isolation::kAlways},
+                                        {"off", scheduler::Isolation::kOff},
+                                        {"force", scheduler::Isolation::kForce}},
+                                       "using the default (active)", &config.isolation);
+  int64_t reserved_sms = config.reserved_sms;
+  env.ReadInteger("GPUPRIO_RESERVED_SMS", 0, 1024, "an integer number of SMs",
+                  "using the default (16)", &reserved_sms);
+  config.reserved_sms = static_cast<int>(reserved_sms);
+  if (config.reserved_sms == 0) config.isolation = scheduler::Isolation::kOff;
   int64_t max_queued = static_cast<int64_t>(config.max_queued);
   env.ReadInteger("GPUPRIO_MAX_QUEUED", "an integer number of ops per stream",
                   "using the default (1024)", &max_queued);

@@ -13,6 +13,7 @@
 #include "scheduler/base/env_reader.h"
 #include "scheduler/base/env_vars.h"
 #include "scheduler/base/logging.h"
+#include "scheduler/options.h"
 
 namespace gpuprio::hook {
 
@@ -31,6 +32,9 @@ struct Config {
   uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
   uint64_t peer_budget_ns = 500'000;  // GPUPRIO_PEER_BUDGET_US: 1..10000000 (below another process)
   bool direct_issue = true;          // GPUPRIO_DIRECT_ISSUE: 1 | 0 (the scheduler's fast path)
+  // GPUPRIO_ISOLATION: active | always | off | force (spatial isolation, docs/isolation.md).
+  scheduler::Isolation isolation = scheduler::Isolation::kActive;
+  int reserved_sms = 16;             // GPUPRIO_RESERVED_SMS: 0..1024; 0 turns isolation off
   uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
   // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
   // queued work is abandoned.
@@ -53,7 +57,7 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
 // debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
-// GPUPRIO_DIRECT_ISSUE, GPUPRIO_MAX_QUEUED, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
+// GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
 // GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad
 // GPUPRIO_MODE gives passthrough; any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);

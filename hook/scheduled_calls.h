@@ -52,12 +52,21 @@ inline bool MustRunInline(const scheduler::Scheduler* s, const scheduler::Stream
   return stream == nullptr || s->CaptureActive();
 }
 
+// A call's CUstream argument takes the op's twin stream (spatial isolation); others stay.
+template <typename T>
+void SetIfStream(T& arg, CUstream stream) {
+  if constexpr (std::is_same_v<T, CUstream>) arg = stream;
+}
+
 // Issues an op whose arguments are a std::tuple stored in op.args.
 template <ApiId kId, typename Real, typename Tuple>
 CUresult IssueTupleOp(scheduler::Op& op) {
   static_assert(std::is_trivially_destructible_v<Tuple>);
   const auto real = reinterpret_cast<Real>(RealEntry(kId));
   Tuple* args = std::launder(reinterpret_cast<Tuple*>(op.args));
+  if (op.confined_stream != nullptr) {
+    std::apply([&](auto&... arg) { ((SetIfStream(arg, op.confined_stream)), ...); }, *args);
+  }
   DriverCallScope in_driver;
   return std::apply(real, *args);
 }

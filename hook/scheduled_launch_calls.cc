@@ -124,7 +124,7 @@ CUresult IssueLaunch(Op& op) {
   const auto real = reinterpret_cast<Real>(RealEntry(kId));
   DriverCallScope in_driver;
   return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
-              rec.block[2], rec.shared, rec.stream, params, extra);
+              rec.block[2], rec.shared, op.IssueStream(rec.stream), params, extra);
 }
 
 template <ApiId kId, typename Real>
@@ -134,7 +134,7 @@ CUresult IssueCooperative(Op& op) {
   const auto real = reinterpret_cast<Real>(RealEntry(kId));
   DriverCallScope in_driver;
   return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
-              rec.block[2], rec.shared, rec.stream, params);
+              rec.block[2], rec.shared, op.IssueStream(rec.stream), params);
 }
 
 template <ApiId kId, typename Real>
@@ -149,7 +149,7 @@ CUresult IssueLaunchEx(Op& op) {
   config.blockDimY = rec.block[1];
   config.blockDimZ = rec.block[2];
   config.sharedMemBytes = rec.shared;
-  config.hStream = rec.stream;
+  config.hStream = op.IssueStream(rec.stream);
   config.numAttrs = rec.num_attrs;
   config.attrs = rec.num_attrs == 0
                      ? nullptr

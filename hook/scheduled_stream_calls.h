@@ -115,6 +115,8 @@ struct StreamQueryInterceptor {
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     // Queued work is work not yet complete; querying must not block.
     if (stream != nullptr && stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
+    // Work on its twin is the stream's work too: back home, one query covers it.
+    if (stream != nullptr) s->BringHome(stream);
     const CUresult result = CallDriver(real, args...);
     // A deferred error is reported once the stream's work is done, as a synchronize would.
     if (result == CUDA_ERROR_NOT_READY) return result;

@@ -65,6 +65,20 @@ void CreateScheduler() {
   d.event_destroy =
       reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
   d.device_get_uuid = DriverHelper<HelperId::k_cuDeviceGetUuid>();
+  // Spatial isolation: absent from drivers before CUDA 12.4, which leaves it off.
+  d.device_get_attribute = DriverHelper<HelperId::k_cuDeviceGetAttribute>();
+  d.device_get_dev_resource = DriverHelper<HelperId::k_cuDeviceGetDevResource>();
+  d.dev_sm_resource_split_by_count = DriverHelper<HelperId::k_cuDevSmResourceSplitByCount>();
+  d.dev_resource_generate_desc = DriverHelper<HelperId::k_cuDevResourceGenerateDesc>();
+  d.green_ctx_create = DriverHelper<HelperId::k_cuGreenCtxCreate>();
+  d.green_ctx_destroy = DriverHelper<HelperId::k_cuGreenCtxDestroy>();
+  d.green_ctx_stream_create = DriverHelper<HelperId::k_cuGreenCtxStreamCreate>();
+  d.stream_wait_event =
+      reinterpret_cast<decltype(d.stream_wait_event)>(RealEntry(ApiId::k_cuStreamWaitEvent));
+  d.stream_synchronize =
+      reinterpret_cast<decltype(d.stream_synchronize)>(RealEntry(ApiId::k_cuStreamSynchronize));
+  d.stream_destroy =
+      reinterpret_cast<decltype(d.stream_destroy)>(RealEntry(ApiId::k_cuStreamDestroy_v2));
   d.on_dispatcher_thread_start = &MarkThreadAsDriver;
   if (!d.Complete()) {
     Log(LogLevel::kError,
@@ -76,6 +90,8 @@ void CreateScheduler() {
   options.budget_ns = config.budget_ns;
   options.peer_budget_ns = config.peer_budget_ns;
   options.direct_issue = config.direct_issue;
+  options.isolation = config.isolation;
+  options.reserved_sms = config.reserved_sms;
   options.max_queued_per_stream = config.max_queued;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
   options.coordinate = config.coordinate;
@@ -117,6 +133,8 @@ void AbandonSchedulerInChild() {
   new (&g_once) absl::once_flag();
 }
 
+scheduler::Scheduler* ExistingScheduler() { return g_scheduler.load(std::memory_order_acquire); }
+
 scheduler::Scheduler* ActiveScheduler() {
   scheduler::Scheduler* s = g_scheduler.load(std::memory_order_acquire);
   if (s != nullptr) return s;
@@ -126,5 +144,3 @@ scheduler::Scheduler* ActiveScheduler() {
 }
 
 }  // namespace gpuprio::hook
-scheduler::Scheduler* ExistingScheduler() { return g_scheduler.load(std::memory_order_acquire); }
-

@@ -140,8 +140,7 @@ void Dispatcher::AdoptDirectWork() {
     StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
     s->direct_unmarked.store(false, std::memory_order_seq_cst);
     const int priority = s->direct_priority.load(std::memory_order_relaxed);
-    StreamQueue& q = queues_[s];
-    q.state = s;
+    StreamQueue& q = QueueFor(s);
     SetContext(s->context);
     q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr});
     AdjustInFlight(priority, +1, 0);
@@ -250,7 +249,10 @@ void Dispatcher::Run() {
     idle_since = -1;
   }
   // Queues, in-flight marks and pooled events are kept for the next Start (after a capture). No
-  // driver call here: at exit the application may already have torn the context down.
+  // driver call at exit: the application may already have torn the context down. Before a
+  // capture, work on twins returns to its streams: the capture runs on the caller's thread, on
+  // the application's streams, and must follow it there.
+  if (!stop_bounded_.load(std::memory_order_seq_cst)) BringAllHome();
 }
 
 void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
@@ -378,8 +380,7 @@ bool Dispatcher::DrainInbox() {
   while (Op* op = inbox_.Pop()) {
     any = true;
     op->seq = next_seq_++;
-    StreamQueue& q = queues_[op->stream];
-    q.state = op->stream;
+    StreamQueue& q = QueueFor(op->stream);
     if (q.pending.empty()) active_.push_back(&q);
     q.pending.push_back(op);
     op->queued_estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
@@ -396,6 +397,7 @@ void Dispatcher::AdjustPending(int priority, int delta, int64_t delta_ns) {
   if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0, 0});
   counts->pending += delta;
   counts->pending_ns += delta_ns;
+  counts->last_busy_ns = SteadyNowNs();
   if (observer_wants_timings_) {
     observer_->OnQueueState(device_, priority, counts->pending,
                             BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
@@ -407,14 +409,16 @@ void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_n
   level.in_flight_ops.fetch_add(static_cast<uint64_t>(delta_ops), std::memory_order_relaxed);
   level.in_flight_estimated_ns.fetch_add(static_cast<uint64_t>(delta_ns),
                                          std::memory_order_relaxed);
+  const int64_t now = SteadyNowNs();
   for (LevelCounts& c : counts_) {
     if (c.priority == priority) {
       c.in_flight_ops += delta_ops;
       c.in_flight_ns += delta_ns;
+      c.last_busy_ns = now;
       return;
     }
   }
-  counts_.push_back({priority, 0, delta_ops, delta_ns, 0});
+  counts_.push_back({priority, 0, delta_ops, delta_ns, 0, now});
 }
 
 int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
@@ -492,9 +496,14 @@ bool Dispatcher::IssueNext() {
     inherited = true;
   }
   Op* op = q->pending.front();
+  if (op->home_only) {  // no GPU time: never held
+    Issue(q, op, 0, /*confine=*/false);
+    return true;
+  }
   const int64_t now = SteadyNowNs();
   int ceiling = Ceiling(now);
   int highest = kNoPriority;
+  int peer_ceiling = kNoPriority;
   uint64_t budget_ns = options_.budget_ns;
   if (coordinator_ != nullptr) {
     // Other processes' levels count as this process's own: a more important level active
@@ -503,20 +512,211 @@ bool Dispatcher::IssueNext() {
     const coordinator::PeerState peers =
         coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
     highest = peers.highest_active;
+    peer_ceiling = peers.ceiling;
     if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
     ceiling = std::max(ceiling, peers.ceiling);
   }
-  if (!inherited) {
+  // Confined work cannot delay more important work (the reserved SMs are never its), so neither
+  // rule of the policy applies to it: it keeps its queue depth on its SMs.
+  const bool confine =
+      options_.isolation != Isolation::kOff && ShouldConfine(*op, now, peer_ceiling);
+  if (!inherited && !confine) {
     highest = std::max(highest, HighestActiveExcept(q));
     const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
+    // An op longer than its budget holds every SM it fills for longer than the budget allows: it
+    // waits until the more important levels have paused for a while, not merely between two of
+    // their kernels (options.h).
+    if (op->priority < ceiling && estimate > budget_ns &&
+        HigherBusyWithin(op->priority, now, options_.long_op_idle_ns)) {
+      return false;
+    }
   }
-  Issue(q, op, op->priority < ceiling ? budget_ns : 0);
+  Issue(q, op, op->priority < ceiling && !confine ? budget_ns : 0, confine);
   return true;
 }
 
-void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
+bool Dispatcher::HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
+  for (const LevelCounts& c : counts_) {
+    if (c.priority <= priority) continue;
+    if (c.pending > 0 || c.in_flight_ops > 0) return true;
+    if (now_ns - c.last_busy_ns < static_cast<int64_t>(window_ns)) return true;
+  }
+  return false;
+}
+
+bool Dispatcher::ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling) {
+  bool above = false;
+  switch (options_.isolation) {
+    case Isolation::kOff:
+      return false;
+    case Isolation::kForce:
+      above = true;
+      break;
+    case Isolation::kActive:
+      above = levels_->Ceiling(op.priority, now_ns, options_.ceiling_window_ns) > op.priority ||
+              (mps_ && peer_ceiling > op.priority);
+      break;
+    case Isolation::kAlways:
+      above = levels_->MaxSeen() > op.priority;
+      if (!above && mps_ && coordinator_ != nullptr) {
+        // Any other process's level that ever submitted (an unbounded window).
+        above = coordinator_->Peers(now_ns, std::numeric_limits<int64_t>::max() / 2, op.priority)
+                    .ceiling > op.priority;
+      }
+      break;
+  }
+  return above && EnsurePartition();
+}
+
+bool Dispatcher::EnsurePartition() {
+  if (partition_ != nullptr) return true;
+  if (partition_tried_) return false;
+  partition_tried_ = true;
+  int mps = 0;
+  if (driver_.device_get_attribute != nullptr &&
+      driver_.device_get_attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) ==
+          CUDA_SUCCESS) {
+    mps_ = mps != 0;
+  }
+  absl::StatusOr<std::unique_ptr<SmPartition>> p =
+      SmPartition::Create(driver_, device_, options_.reserved_sms);
+  if (!p.ok()) {
+    Logf(LogLevel::kInfo,
+         "isolation off on device %d: %s; lower-priority work is held to the in-flight budget "
+         "instead",
+         device_, std::string(p.status().message()).c_str());
+    return false;
+  }
+  partition_ = *std::move(p);
+  Logf(LogLevel::kInfo, "isolation: device %d: %d of %d SMs for confined work (%d reserved)%s",
+       device_, partition_->confined_sms(), partition_->device_sms(),
+       partition_->device_sms() - partition_->confined_sms(), mps_ ? ", MPS" : "");
+  return true;
+}
+
+Dispatcher::StreamQueue& Dispatcher::QueueFor(StreamState* s) {
+  StreamQueue& q = queues_[s];
+  if (q.state == nullptr) {
+    q.state = s;
+    q.links = &contexts_[s->context];
+    if (s->legacy) {
+      q.links->legacy = &q;
+    } else if (s->blocking) {
+      q.links->blocking.push_back(&q);
+    }
+  }
+  return q;
+}
+
+void Dispatcher::ForgetQueue(StreamQueue* q) {
+  ContextLinks* links = q->links;
+  if (links == nullptr) return;
+  if (q->away) {  // not expected: a stream is brought home before it is destroyed
+    q->away = false;
+    --links->away;
+    if (q->state->legacy) {
+      legacy_away_.fetch_sub(1, std::memory_order_seq_cst);
+    } else if (q->state->blocking) {
+      blocking_away_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    q->state->away.store(false, std::memory_order_seq_cst);
+  }
+  if (links->legacy == q) links->legacy = nullptr;
+  links->blocking.erase(std::remove(links->blocking.begin(), links->blocking.end(), q),
+                        links->blocking.end());
+  if (q->twin != nullptr && partition_ != nullptr) partition_->DestroyTwin(q->twin);
+  q->twin = nullptr;
+  q->links = nullptr;
+}
+
+CUstream Dispatcher::Place(StreamQueue* q, bool confine) {
+  if (confine && q->twin == nullptr && !q->twin_failed && partition_ != nullptr) {
+    // Green-context streams must be non-blocking; what a blocking stream's order with the legacy
+    // stream needs is kept by links instead (LinkLegacyOrder). The CUDA priority carries over.
+    int priority = 0;
+    if (!q->state->legacy) driver_.stream_get_priority(q->state->stream, &priority);
+    absl::StatusOr<CUstream> twin = partition_->CreateTwin(CU_STREAM_NON_BLOCKING, priority);
+    if (twin.ok()) {
+      q->twin = *twin;
+    } else {
+      q->twin_failed = true;
+      GPUPRIO_LOG_THROTTLED(LogLevel::kWarning,
+                            "isolation: no twin for stream %p (%s); its work uses the whole GPU",
+                            static_cast<void*>(q->state->stream),
+                            std::string(twin.status().message()).c_str());
+    }
+  }
+  const bool to_twin = confine && q->twin != nullptr;
+  if (to_twin != q->away) SwitchLocation(q, to_twin);
+  if (q->state->legacy || q->state->blocking) LinkLegacyOrder(q);
+  return Location(q);
+}
+
+void Dispatcher::SwitchLocation(StreamQueue* q, bool to_twin) {
+  StreamState* s = q->state;
+  const CUstream to = to_twin ? q->twin : s->stream;
+  if (!Link(s->context, Location(q), to)) {
+    // Confinement is an optimisation: without the link the work stays where it is. Coming home
+    // must happen, so the twin's work is waited for here instead.
+    if (to_twin) return;
+    driver_.stream_synchronize(q->twin);
+  }
+  q->away = to_twin;
+  const int delta = to_twin ? 1 : -1;
+  q->links->away += delta;
+  if (s->legacy) {
+    legacy_away_.fetch_add(delta, std::memory_order_seq_cst);
+  } else if (s->blocking) {
+    blocking_away_.fetch_add(delta, std::memory_order_seq_cst);
+  }
+  s->away.store(to_twin, std::memory_order_seq_cst);
+}
+
+void Dispatcher::LinkLegacyOrder(StreamQueue* q) {
+  ContextLinks& links = *q->links;
+  // Both sides on their own streams: CUDA orders them itself.
+  if (links.away == 0) return;
+  if (q->state->legacy) {
+    // A legacy op follows the earlier work of every blocking stream.
+    for (StreamQueue* b : links.blocking) {
+      if (b->ops_issued == b->ops_followed_by_legacy) continue;
+      if (b->away || q->away) {
+        absl::MutexLock lock(&record_mu_);
+        if (!b->away && IsDestroyed(b->state)) continue;  // nothing may be recorded there
+        Link(q->state->context, Location(b), Location(q));
+      }
+      b->ops_followed_by_legacy = b->ops_issued;
+    }
+  } else if (links.legacy != nullptr && links.legacy_ops > q->legacy_ops_followed) {
+    // A blocking stream's op follows the legacy stream's earlier work.
+    StreamQueue* l = links.legacy;
+    if (l->away || q->away) Link(q->state->context, Location(l), Location(q));
+    q->legacy_ops_followed = links.legacy_ops;
+  }
+}
+
+bool Dispatcher::Link(CUcontext context, CUstream from, CUstream to) {
+  ContextLinks& links = contexts_[context];  // rare: only at switches and legacy links
+  if (links.link_event == nullptr &&
+      driver_.event_create(&links.link_event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    links.link_event = nullptr;
+    return false;
+  }
+  return driver_.event_record(links.link_event, from) == CUDA_SUCCESS &&
+         driver_.stream_wait_event(to, links.link_event, 0) == CUDA_SUCCESS;
+}
+
+void Dispatcher::BringAllHome() {
+  for (auto& [state, q] : queues_) {
+    if (!q.away) continue;
+    SetContext(state->context);
+    SwitchLocation(&q, /*to_twin=*/false);
+  }
+}
+
+void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine) {
   q->pending.pop_front();
   AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
@@ -525,11 +725,27 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
   // the previous context (legacy-stream work on that context's legacy stream). It fails with the
   // switch's error instead, which its stream reports like any failed op's.
   const CUresult in_context = SetContext(s->context);
+  // Where the op goes: the stream's twin while it is confined, else its own stream (its earlier
+  // work linked back first if it was away).
+  CUstream target = s->stream;
+  if (in_context == CUDA_SUCCESS && (confine || q->away || q->links->away > 0)) {
+    target = Place(q, confine);
+  }
+  op->confined_stream = target != s->stream ? target : nullptr;
+  if (op->home_only) {
+    CountIssued(op);
+    NotifyWaiters();
+    return;
+  }
+  if (op->confined_stream != nullptr) {
+    levels_->At(op->priority).ops_confined.fetch_add(1, std::memory_order_relaxed);
+  }
   const int64_t now = SteadyNowNs();
   PriorityLevelStats& level = levels_->At(op->priority);
   const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
   level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
   AtomicMax(level.queue_delay_ns_max, delay);
+  level.queue_delay_histogram.Record(delay);
   level.ops_issued.fetch_add(1, std::memory_order_relaxed);
   if (coordinator_ != nullptr) coordinator_->CountDispatched(delay);
 
@@ -540,7 +756,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
   if (in_context == CUDA_SUCCESS && op->cost_key != nullptr && !estimates_.Knows(op->cost_key)) {
     AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
     start = TakeEvent(q);
-    if (start != nullptr && driver_.event_record(start, s->stream) != CUDA_SUCCESS) {
+    if (start != nullptr && driver_.event_record(start, target) != CUDA_SUCCESS) {
       q->free_events.push_back(start);
       start = nullptr;
     }
@@ -548,6 +764,11 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns) {
   if (observer_ != nullptr) observer_->OnIssueBegin(*op);
   const CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
   if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
+  if (s->legacy) {
+    ++q->links->legacy_ops;
+  } else if (s->blocking) {
+    ++q->ops_issued;
+  }
   if (result != CUDA_SUCCESS) {
     int expected = CUDA_SUCCESS;
     s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
@@ -666,6 +887,7 @@ void Dispatcher::CollectReleasedStreams() {
     SetContext(s->context);
     for (CUevent e : events) driver_.event_destroy(e);
     if (q.tracked) tracking_.erase(std::find(tracking_.begin(), tracking_.end(), &q));
+    ForgetQueue(&q);
     queues_.erase(it);
     done.push_back(s);
   }
@@ -687,7 +909,7 @@ void Dispatcher::AddCompletionMark(StreamQueue* q) {
     return;
   }
   CUevent event = TakeEvent(q);
-  if (event == nullptr || driver_.event_record(event, q->state->stream) != CUDA_SUCCESS) {
+  if (event == nullptr || driver_.event_record(event, Location(q)) != CUDA_SUCCESS) {
     // Completion cannot be observed: count the work as done rather than hold others forever.
     if (event != nullptr) q->free_events.push_back(event);
     Retire(q, q->in_flight.size());
@@ -745,7 +967,6 @@ int Dispatcher::PollCompletions() {
       tracking_.pop_back();
     } else {
       ++i;
-  level.queue_delay_histogram.Record(delay);
     }
   }
   return passed;

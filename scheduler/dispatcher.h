@@ -2,7 +2,10 @@
 // issues them to the real driver, highest priority first (admission_policy.h), keeping per-stream
 // order, legacy NULL-stream order against blocking streams, and event record -> wait order.
 // Completion of issued work is observed through pooled events, which feed the in-flight budget
-// and the per-kernel duration estimates.
+// and the per-kernel duration estimates. With spatial isolation, work below a more important level
+// is issued onto the stream's twin in an SM partition (sm_partition.h); every switch between a
+// stream and its twin, and every legacy-stream relation the switch would lose, is kept with an
+// event.
 //
 // Threading: Submit and WaitIssued are called by client threads and never take a lock on the
 // common path; everything below "dispatcher thread only" is touched by the dispatcher alone.
@@ -31,6 +34,7 @@
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
+#include "scheduler/sm_partition.h"
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
@@ -68,6 +72,15 @@ class Dispatcher {
   // Client, fast path: true when nothing submitted to this dispatcher is still unissued, so an op
   // issued now by its own thread is ordered after everything submitted before it.
   bool Idle() const { return queued_.load(std::memory_order_acquire) == 0; }
+
+  // Client, fast path: true when an op issued on `stream` by its own thread would miss an
+  // ordering CUDA gives it, because that work is on a twin: the stream's own earlier work, or
+  // (legacy NULL stream and blocking streams order against each other) the other side's.
+  bool AwayWorkOrders(const StreamState* stream) const {
+    if (stream->away.load(std::memory_order_acquire)) return true;
+    if (stream->legacy) return blocking_away_.load(std::memory_order_acquire) > 0;
+    return stream->blocking && legacy_away_.load(std::memory_order_acquire) > 0;
+  }
 
   // Client, after it issued an op of `priority` on `stream` itself: the dispatcher will treat
   // that work as in flight (lower priorities hold back) until a completion mark it puts behind it
@@ -110,6 +123,16 @@ class Dispatcher {
     size_t covers;  // in-flight entries [0, covers) of the stream complete with this event
     bool single_op;
   };
+  struct StreamQueue;
+  // Per context: what the legacy stream's implicit order involves, and the event that links two
+  // streams (re-recorded for every link: a wait is bound to the record before it).
+  struct ContextLinks {
+    StreamQueue* legacy = nullptr;
+    std::vector<StreamQueue*> blocking;  // blocking streams that are not the legacy one
+    uint64_t legacy_ops = 0;
+    int away = 0;  // its streams that are on their twin now
+    CUevent link_event = nullptr;
+  };
   // Dispatcher thread only.
   struct StreamQueue {
     StreamState* state = nullptr;
@@ -120,6 +143,17 @@ class Dispatcher {
     std::vector<CUevent> free_events;  // created in this stream's context
     int ops_since_mark = 0;
     bool tracked = false;  // listed in tracking_
+    // Spatial isolation. The twin is created the first time the stream's work is confined.
+    ContextLinks* links = nullptr;  // of the stream's context
+    CUstream twin = nullptr;
+    bool twin_failed = false;
+    bool away = false;  // its latest work is on the twin (mirrored in StreamState::away)
+    // Legacy NULL-stream order across a twin (ContextLinks): ops issued on this blocking stream,
+    // how many of them the legacy stream is known to follow, and how many legacy ops this
+    // stream is known to follow.
+    uint64_t ops_issued = 0;
+    uint64_t ops_followed_by_legacy = 0;
+    uint64_t legacy_ops_followed = 0;
   };
 
   void Run();
@@ -148,8 +182,30 @@ class Dispatcher {
   int PollCompletions();  // returns the number of completion marks passed
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
   bool IssueNext();
-  // `budget_ns`: the budget the op was admitted under (0: unbudgeted).
-  void Issue(StreamQueue* q, Op* op, uint64_t budget_ns);
+  // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
+  // stream's twin.
+  void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
+  // The queue of `s`, created (and listed in its context's links) on first use.
+  StreamQueue& QueueFor(StreamState* s);
+  // Spatial isolation: should `op` be confined now? `peer_ceiling`: the other processes' ceiling
+  // (kNoPriority without them).
+  bool ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling);
+  // Whether more important work was busy (queued, in flight, or within `window_ns`) anywhere on
+  // this device: a long op waits for such a level to have been idle that long.
+  bool HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const;
+  bool EnsurePartition();
+  // Moves `q`'s work to its twin or back (creating the twin if needed) and links the legacy
+  // stream's order; returns the stream to issue on.
+  CUstream Place(StreamQueue* q, bool confine);
+  void SwitchLocation(StreamQueue* q, bool to_twin);
+  void LinkLegacyOrder(StreamQueue* q);
+  // `to` waits for the work issued on `from` so far; false when the driver refused.
+  bool Link(CUcontext context, CUstream from, CUstream to);
+  CUstream Location(const StreamQueue* q) const { return q->away ? q->twin : q->state->stream; }
+  // Before a capture: every stream's work returns to its own stream.
+  void BringAllHome();
+  // A released stream's queue: out of its context's links, its twin destroyed.
+  void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
   void MarkAllUncovered();
   void Retire(StreamQueue* q, size_t count);
@@ -179,6 +235,9 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
+  // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
+  std::atomic<int> legacy_away_{0};
+  std::atomic<int> blocking_away_{0};
   // Set by Wake (a client's direct work that other processes wait on): ends a park although
   // the inbox is empty.
   std::atomic<bool> wake_requested_{false};
@@ -222,9 +281,18 @@ class Dispatcher {
     int64_t in_flight_ops;
     int64_t in_flight_ns;
     int64_t pending_ns;
+    int64_t last_busy_ns = 0;  // when it last had work queued or in flight
   };
   std::vector<LevelCounts> counts_;
   DurationEstimator estimates_;
+  absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
+  // Spatial isolation: the partition, once created; whether creating it was tried; whether the
+  // GPU is shared under MPS (only then do other processes' levels confine this one's work:
+  // without MPS processes time-slice, and a partition would only idle SMs).
+  std::unique_ptr<SmPartition> partition_;
+  bool partition_tried_ = false;
+  bool mps_ = false;
+
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;
   int64_t last_progress_ns_ = 0;  // last issue or observed completion (the exit stall bound)

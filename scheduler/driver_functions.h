@@ -21,6 +21,25 @@ struct DriverFunctions {
   CUresult (*event_destroy)(CUevent) = nullptr;
   // Optional: without it there is no coordination across processes (the GPU's UUID names it).
   CUresult (*device_get_uuid)(CUuuid*, CUdevice) = nullptr;
+  // Optional: spatial isolation (green contexts, CUDA 12.4+); without them it is off. The stream
+  // calls are the real, unintercepted entry points.
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*device_get_dev_resource)(CUdevice, CUdevResource*, CUdevResourceType) = nullptr;
+  CUresult (*dev_sm_resource_split_by_count)(CUdevResource*, unsigned int*, const CUdevResource*,
+                                             CUdevResource*, unsigned int, unsigned int) = nullptr;
+  CUresult (*dev_resource_generate_desc)(CUdevResourceDesc*, CUdevResource*, unsigned int) =
+      nullptr;
+  CUresult (*green_ctx_create)(CUgreenCtx*, CUdevResourceDesc, CUdevice, unsigned int) = nullptr;
+  CUresult (*green_ctx_destroy)(CUgreenCtx) = nullptr;
+  CUresult (*green_ctx_stream_create)(CUstream*, CUgreenCtx, unsigned int, int) = nullptr;
+  CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*stream_destroy)(CUstream) = nullptr;
+  bool HasGreenContexts() const {
+    return device_get_attribute && device_get_dev_resource && dev_sm_resource_split_by_count &&
+           dev_resource_generate_desc && green_ctx_create && green_ctx_destroy &&
+           green_ctx_stream_create && stream_wait_event && stream_synchronize && stream_destroy;
+  }
   // Called first on every dispatcher thread: the hook marks the thread as the driver's own, so
   // calls the real driver makes into exported cu* names are never intercepted there.
   void (*on_dispatcher_thread_start)() = nullptr;

@@ -36,10 +36,23 @@ struct Op {
   int64_t submit_ns = 0;
   OpTraceContext trace;  // filled by an OpObserver, if one is installed
 
+  // Issue nothing: only bring the stream's work back from its twin to the application's stream
+  // (Scheduler::WaitStream, before work that runs on the caller's thread). Not admitted by the
+  // policy: it costs no GPU time.
+  bool home_only = false;
+
   // Set by the scheduler.
+  // The twin stream (spatial isolation) the op is issued on instead of its own, or null. `issue`
+  // passes it in place of the call's CUstream argument.
+  CUstream confined_stream = nullptr;
   uint64_t seq = 0;        // process-wide submission order
   uint64_t stream_index = 0;  // 1-based position in its stream (StreamState::submitted after it)
   uint64_t queued_estimate_ns = 0;  // its estimate when the dispatcher queued it (statistics)
+
+  // The stream to issue on: the twin while the op is confined, else the call's own.
+  CUstream IssueStream(CUstream own) const {
+    return confined_stream != nullptr ? confined_stream : own;
+  }
 
   // Argument storage. `args` holds the call's by-value arguments (a std::tuple placed there by
   // the hook); `data` holds deep copies of what they point to (kernel parameters, configs).

@@ -50,6 +50,8 @@ Op* OpPool::Take() {
   op->cost_key = nullptr;
   op->cost_hint_ns = 0;
   op->depends_on = nullptr;
+  op->home_only = false;
+  op->confined_stream = nullptr;
   op->depends_on_count = 0;
   op->issued_counter = nullptr;
   op->seq = 0;

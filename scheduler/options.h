@@ -8,6 +8,16 @@
 
 namespace gpuprio::scheduler {
 
+// Spatial isolation (GPUPRIO_ISOLATION): where the GPU supports green contexts, work below a more
+// important level is issued onto twin streams in a green context that leaves some SMs free, so
+// the more important work never waits for SMs that lower work holds (docs/isolation.md).
+enum class Isolation {
+  kOff,     // the in-flight budget alone
+  kActive,  // confined while a more important level is active (submitted within the window)
+  kAlways,  // confined while a more important level exists at all (ever submitted)
+  kForce,   // every scheduled op goes through a twin stream (a debug switch: transparency checks)
+};
+
 struct SchedulerOptions {
   int default_priority = 0;             // GPUPRIO_PRIORITY
   uint64_t budget_ns = 2'000'000;       // GPUPRIO_BUDGET_US: lower priorities' in-flight GPU time
@@ -53,6 +63,14 @@ struct SchedulerOptions {
   // segment, so processes sharing the GPU see each other's levels. Off here (unit tests build
   // schedulers freely); the library turns it on.
   bool coordinate = false;
+  // Spatial isolation. Off here (unit tests opt in); the library defaults to kActive.
+  Isolation isolation = Isolation::kOff;
+  int reserved_sms = 16;  // GPUPRIO_RESERVED_SMS: SMs kept free of confined work
+  // Without isolation, an op longer than the budget (it would hold every SM it fills for longer
+  // than the budget allows) is admitted below a more important level only once that level has
+  // been idle this long: a level that pauses for microseconds between kernels of one burst must
+  // not let a long kernel in each time.
+  uint64_t long_op_idle_ns = 5'000'000;
   coordinator::SegmentOptions segment;  // GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
 };
 

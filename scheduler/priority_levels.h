@@ -24,15 +24,16 @@ struct PriorityLevelStats {
   std::atomic<uint64_t> ops_submitted{0};
   std::atomic<uint64_t> ops_issued{0};
   std::atomic<uint64_t> ops_on_caller{0};
+  std::atomic<uint64_t> ops_confined{0};  // issued on a twin stream (spatial isolation)
   std::atomic<uint64_t> queue_delay_ns_sum{0};
   std::atomic<uint64_t> queue_delay_ns_max{0};
   std::atomic<uint64_t> in_flight_ops{0};
   std::atomic<uint64_t> in_flight_estimated_ns{0};
   std::atomic<int64_t> last_submit_ns{0};
   std::atomic<bool> seen{false};
-};
   // The queueing delays summed above, for percentiles; last, so the words above share lines.
   LatencyHistogram queue_delay_histogram;
+};
 
 class PriorityLevels {
  public:

@@ -36,6 +36,10 @@ std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
     std::string line = absl::StrFormat("priority=%d%s ops=%d on_caller=%.1f%% queued=%d", p,
                                        PriorityName(p), ops,
                                        100.0 * static_cast<double>(on_caller) / ops, queued);
+    // Issued on a twin stream in the SM partition (spatial isolation).
+    if (const uint64_t confined = level.ops_confined.load(std::memory_order_relaxed)) {
+      absl::StrAppendFormat(&line, " confined=%d", confined);
+    }
     const uint64_t issued = level.ops_issued.load(std::memory_order_relaxed);
     if (issued > 0) {
       const uint64_t sum = level.queue_delay_ns_sum.load(std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include "scheduler/base/clock.h"
 #include "scheduler/base/logging.h"
 #include "scheduler/base/tls.h"
+#include "scheduler/op_pool.h"
 
 namespace gpuprio::scheduler {
 
@@ -200,6 +201,12 @@ bool Scheduler::MayIssueDirect(const StreamState* stream, int priority) {
   if (!options_.direct_issue || priority < options_.unbudgeted_priority) return false;
   Dispatcher* dispatcher = stream->dispatcher;
   if (!dispatcher->Idle()) return false;
+  // Work of this stream (or that CUDA orders it after) is on a twin: the dispatcher links it.
+  if (options_.isolation != Isolation::kOff) {
+    if (dispatcher->AwayWorkOrders(stream)) return false;
+    if (options_.isolation == Isolation::kForce) return false;
+    if (options_.isolation == Isolation::kAlways && priority < levels_.MaxSeen()) return false;
+  }
   // Nothing above this level was ever seen: the common case costs no clock read.
   if (priority < levels_.MaxSeen() &&
       priority < levels_.Ceiling(options_.unbudgeted_priority, CoarseNowNs(),
@@ -226,8 +233,31 @@ void Scheduler::NoteDirect(StreamState* stream, int priority) {
 
 void Scheduler::WaitStream(StreamState* stream) {
   const uint64_t target = stream->submitted.load(std::memory_order_acquire);
-  if (stream->issued.load(std::memory_order_acquire) >= target) return;
-  stream->dispatcher->WaitIssued(stream, target);
+  if (stream->issued.load(std::memory_order_acquire) < target) {
+    stream->dispatcher->WaitIssued(stream, target);
+  }
+  BringHome(stream);
+}
+
+namespace {
+CUresult IssueNothing(Op&) { return CUDA_SUCCESS; }
+}  // namespace
+
+void Scheduler::BringHome(StreamState* stream) {
+  if (!stream->away.load(std::memory_order_acquire)) return;
+  // The dispatcher moves the stream's work home (and links what the legacy stream's order needs)
+  // when it takes this op; while it is stopped everything is home already.
+  if (stopped_.load(std::memory_order_acquire)) return;
+  Op* op = OpPool::ForThisThread().Take();
+  op->issue = &IssueNothing;
+  op->name = "gpuprio: return from twin";
+  op->stream = stream;
+  op->priority = EffectivePriority(stream);
+  op->home_only = true;
+  op->submit_ns = SteadyNowNs();
+  stream->dispatcher->Submit(op);  // not observed: it issues nothing
+  const uint64_t target = stream->submitted.load(std::memory_order_acquire);
+  stream->dispatcher->WaitIssued(stream, target, /*unless_stopping=*/true);
 }
 
 std::vector<StreamState*> Scheduler::Streams(CUcontext context, bool legacy_only) {

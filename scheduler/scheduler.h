@@ -65,8 +65,12 @@ class Scheduler {
   bool MayIssueDirect(const StreamState* stream, int priority);
   void NoteDirect(StreamState* stream, int priority);
 
-  // Block until every op submitted so far to the stream / context / process has been issued.
+  // Block until every op submitted so far to the stream / context / process has been issued, and
+  // (spatial isolation) has its work back on the application's stream: what the caller issues
+  // next on it, or a synchronize of it, then follows all of that work as CUDA would order it.
   void WaitStream(StreamState* stream);
+  // The second half of WaitStream alone: the stream's work returns from its twin.
+  void BringHome(StreamState* stream);
   void WaitContext(CUcontext context);
   void WaitAll();
   // Before work that bypasses the queues on the per-thread stream of `context` (or a stream of

@@ -32,6 +32,10 @@ struct StreamState {
   // First asynchronous error of an issued op, returned by the stream's next sync or query.
   std::atomic<int> deferred_error{CUDA_SUCCESS};
   std::atomic<bool> destroyed{false};
+  // Spatial isolation: the stream's latest work went to its twin in the SM partition and has not
+  // been joined back (the dispatcher writes it; a client reads it before work it runs itself,
+  // which must first bring the stream home: Scheduler::WaitStream).
+  std::atomic<bool> away{false};
 
   // Fast path: ops their client threads issued themselves (Dispatcher::NoteDirect). The highest
   // priority that ever did so here, and whether such work was issued since the dispatcher last

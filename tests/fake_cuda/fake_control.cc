@@ -43,6 +43,11 @@ void fakecuda_set_device_paused(int device, int paused) {
   S().devices[device].paused = paused != 0;
 }
 
+void fakecuda_set_green_contexts(int enabled) {
+  absl::MutexLock lock(&Mu());
+  S().green_contexts = enabled != 0;
+}
+
 void fakecuda_wait_idle(void) {
   absl::MutexLock lock(&Mu());
   fakecuda::WaitAllIdle();

@@ -59,6 +59,8 @@ typedef struct fakecuda_exec_record {
   int32_t result;          // CUresult it completed with (fakecuda_fail_kernel)
   uint64_t start_ns;
   uint64_t end_ns;
+  int32_t sm_count;        // SMs the op's context may use: fewer than the device's in a green one
+  int32_t green;           // 1: it ran on a stream of a green context
 } fakecuda_exec_record;
 
 // Clears the call and execution logs, injected errors, per-kernel durations and pauses.
@@ -98,6 +100,11 @@ void fakecuda_fail_calls(const char* api_name, int result, uint64_t nth, uint64_
 // fake (other threads, and fork(), go on meanwhile): widens a race window on purpose. 0 removes
 // the delay; fakecuda_reset removes them all, and a forked child starts with none.
 void fakecuda_set_call_delay_ns(const char* api_name, uint64_t ns);
+
+// Green contexts (cuDeviceGetDevResource, cuDevSmResourceSplitByCount, cuGreenCtxCreate, ...) are
+// supported by default, as on an H100 with CUDA 12.4+ (132 SMs, split in groups of 8). With 0,
+// cuDeviceGetDevResource fails with CUDA_ERROR_NOT_SUPPORTED, as an older GPU's driver does.
+void fakecuda_set_green_contexts(int enabled);
 
 // On by default. While off, calls and executions are not logged (fakecuda_call_* and
 // fakecuda_exec_* see nothing new), so a long run's memory does not grow with the log; injections

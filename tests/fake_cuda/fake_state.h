@@ -29,7 +29,11 @@ namespace fakecuda {
 absl::Mutex& Mu();
 
 enum class Kind : uint8_t { kContext, kStream, kEvent, kModule, kFunction, kLibrary, kKernel,
-                            kGraph, kGraphExec };
+                            kGraph, kGraphExec, kGreenContext, kResourceDesc };
+
+// An H100 SXM's SMs, and the groups green contexts split them in (sm_90).
+inline constexpr unsigned kDeviceSms = 132;
+inline constexpr unsigned kSmGroup = 8;
 enum class StreamRole : uint8_t { kUser, kLegacy, kPerThread };
 
 struct Context;
@@ -86,7 +90,15 @@ struct Context {
   absl::flat_hash_map<pid_t, Stream*> per_thread;
   std::vector<Stream*> streams;  // every stream of the context, legacy and per-thread included
   CUresult pending_error = CUDA_SUCCESS;
+  // A green context's: the SMs its work may use (kDeviceSms for an ordinary context).
+  unsigned sm_count = kDeviceSms;
+  bool green = false;
+  struct GreenContext* green_handle = nullptr;
 };
+
+// cuGreenCtxCreate's handle; its work runs in `ctx` (what cuCtxFromGreenCtx returns).
+struct GreenContext { Context* ctx = nullptr; };
+struct ResourceDesc { unsigned sm_count = 0; };
 
 struct Event {
   Context* ctx = nullptr;
@@ -113,6 +125,7 @@ struct Device {
 
 struct State {
   bool initialized = false;
+  bool green_contexts = true;  // fakecuda_set_green_contexts
   int device_count = 1;
   uint64_t next_seq = 1;
   uint64_t next_stream_id = 1;

@@ -56,7 +56,9 @@ CUresult GetCtx(CallScope& call, CUstream h, bool ptsz, CUcontext* pctx, CUgreen
   return WithStream(call, h, ptsz, [&](Stream* s) {
     if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *pctx = reinterpret_cast<CUcontext>(s->ctx);
-    if (green != nullptr) *green = nullptr;
+    if (green != nullptr) {
+      *green = s->ctx->green ? reinterpret_cast<CUgreenCtx>(s->ctx->green_handle) : nullptr;
+    }
     return CUDA_SUCCESS;
   });
 }

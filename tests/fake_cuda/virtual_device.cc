@@ -78,6 +78,8 @@ void ExecutorLoop(int device) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     rec.stream_kind = StreamLogKind(stream);
     rec.priority = op->priority;
     rec.device = device;
+    rec.sm_count = static_cast<int32_t>(stream->ctx->sm_count);
+    rec.green = stream->ctx->green ? 1 : 0;
     CUresult injected = CUDA_SUCCESS;
     if (op->kernel != nullptr) {
       auto it = S().kernel_failure.find(op->kernel->name);

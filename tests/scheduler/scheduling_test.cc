@@ -41,9 +41,12 @@ std::map<std::string, long> Values(const std::string& text) {
 
 // Schedule mode with every op deferred to the dispatcher (the fast path off), so the clients'
 // checks exercise the op copies, the queues and the dispatcher; and with the fast path on.
+// And with every op issued through a twin stream in a green context (spatial isolation's debug
+// switch): moving work between streams must change nothing a program can see.
 const std::vector<std::pair<std::string, Env>> kScheduleVariants = {
     {"deferred", {{"GPUPRIO_DIRECT_ISSUE", "0"}}},
     {"fast path on", {}},
+    {"isolation forced", {{"GPUPRIO_ISOLATION", "force"}}},
 };
 
 TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[scheduler]") {
@@ -109,13 +112,16 @@ TEST_CASE("A deferred launch error surfaces at the stream's next synchronize, on
   }
 }
 
+// The budget's own behaviour: spatial isolation off (with it, low work is confined instead of held;
+// the fake device runs one op at a time, so it cannot show what a partition buys).
 TEST_CASE("A high-priority chain waits for at most one budget of low-priority work",
           "[scheduler]") {
   constexpr long kBudgetUs = 10000;  // two of the client's 5 ms low-priority kernels
   const std::string client = Path("tests/scheduler/sched_client");
   const auto scheduled =
       Values(Run({client, "priority"},
-                 ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", std::to_string(kBudgetUs)}}))
+                 ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", std::to_string(kBudgetUs)},
+                                        {"GPUPRIO_ISOLATION", "off"}}))
                  .stdout_text);
   const auto native = Values(Run({client, "priority"}, ClientEnv("")).stdout_text);
   REQUIRE(scheduled.count("high_latency_us") == 1);
@@ -141,7 +147,8 @@ TEST_CASE("The fast path issues on the caller's thread and still holds lower pri
           "[scheduler]") {
   const std::string client = Path("tests/scheduler/sched_client");
   SECTION("schedule mode") {
-    const auto v = Values(Run({client, "direct"}, ClientEnv("schedule")).stdout_text);
+    const auto v = Values(
+        Run({client, "direct"}, ClientEnv("schedule", {{"GPUPRIO_ISOLATION", "off"}})).stdout_text);
     REQUIRE(v.count("alone_launches") == 1);
     // Alone at its level with nothing queued, every launch is issued by the client itself.
     CHECK(v.at("alone_from_client") == v.at("alone_launches"));
@@ -150,7 +157,9 @@ TEST_CASE("The fast path issues on the caller's thread and still holds lower pri
   }
   SECTION("fast path off: the dispatcher issues everything") {
     const auto v = Values(
-        Run({client, "direct"}, ClientEnv("schedule", {{"GPUPRIO_DIRECT_ISSUE", "0"}})).stdout_text);
+        Run({client, "direct"}, ClientEnv("schedule", {{"GPUPRIO_DIRECT_ISSUE", "0"},
+                                                       {"GPUPRIO_ISOLATION", "off"}}))
+            .stdout_text);
     REQUIRE(v.count("alone_launches") == 1);
     CHECK(v.at("alone_from_client") == 0);
     CHECK(v.at("low_after_high_end") == 1);

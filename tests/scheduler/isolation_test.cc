@@ -1,0 +1,58 @@
+// Spatial isolation end to end on the fake driver (tests/scheduler/isolation_client.cc says what
+// the client checks): work below an active level runs on twin streams in a green context, in
+// CUDA's order, and returns to the whole GPU when the level goes quiet; the SM reserve is
+// rounded to the split granularity; without green contexts the budget takes over, said once.
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "tests/client_env.h"
+#include "tests/runfiles.h"
+
+namespace {
+
+using gpuprio_test::Env;
+
+gpuprio_test::ProcessResult RunClient(int expected_sms, Env extra) {
+  auto client = gpuprio_test::Runfile("tests/scheduler/isolation_client");
+  REQUIRE(client.ok());
+  extra.emplace_back("GPUPRIO_LOG", "info");
+  auto env = gpuprio_test::ClientEnv("schedule", std::move(extra));
+  REQUIRE(env.ok());
+  auto result = gpuprio_test::RunProcess({*client, std::to_string(expected_sms)}, *env);
+  REQUIRE(result.ok());
+  INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
+  CHECK(result->exit_code == 0);
+  return *result;
+}
+
+TEST_CASE("Work below an active level is confined to a partition and keeps CUDA's order",
+          "[isolation]") {
+  SECTION("the default reserve of 16 SMs, rounded to the H100's groups of 8") {
+    const auto r = RunClient(112, {});
+    CHECK(r.stdout_text.find("isolation_client: isolation ok") != std::string::npos);
+    CHECK(r.stderr_text.find("GPUPRIO_RESERVED_SMS=16 rounded to 20") != std::string::npos);
+    CHECK(r.stderr_text.find("isolation: device 0: 112 of 132 SMs for confined work (20 "
+                             "reserved)") != std::string::npos);
+  }
+  SECTION("a reserve that needs no rounding") {
+    const auto r = RunClient(64, {{"GPUPRIO_RESERVED_SMS", "68"}});
+    CHECK(r.stdout_text.find("isolation_client: isolation ok") != std::string::npos);
+    CHECK(r.stderr_text.find("rounded") == std::string::npos);
+  }
+  SECTION("the fast path off: every op through the dispatcher") {
+    const auto r = RunClient(112, {{"GPUPRIO_DIRECT_ISSUE", "0"}});
+    CHECK(r.stdout_text.find("isolation_client: isolation ok") != std::string::npos);
+  }
+}
+
+TEST_CASE("Without green contexts, isolation is off with one message and work still runs",
+          "[isolation]") {
+  const auto r = RunClient(0, {{"FAKECUDA_GREEN_CONTEXTS", "0"}});
+  CHECK(r.stdout_text.find("isolation_client: isolation ok") != std::string::npos);
+  const std::string off = "isolation off on device 0: the device's SMs cannot be partitioned";
+  const size_t first = r.stderr_text.find(off);
+  CHECK(first != std::string::npos);
+  CHECK(r.stderr_text.find(off, first + 1) == std::string::npos);
+}
+
+}  // namespace
