@@ -17,6 +17,11 @@
 #include "tests/test_directory.h"
 
 namespace gpuprio::tracer {
+
+// The loaded table lives as long as the process (the loader leaks it on purpose): kept reachable
+// here for LeakSanitizer. External linkage: an optimiser may not drop the store.
+const CuptiApi* g_profiler_range_test_api = nullptr;
+
 namespace {
 
 // Submits one op; true if the tracer recorded it (gave it an op id).
@@ -50,6 +55,7 @@ TEST_CASE("The profiler range records from start to stop and writes the trace at
   REQUIRE(cupti.ok());
   absl::StatusOr<const CuptiApi*> api = LoadCuptiLibrary(*cupti);
   REQUIRE(api.ok());
+  g_profiler_range_test_api = *api;
   const std::string path = gpuprio_test::FreshDirectory("range") + "/range.json.gz";
   CuptiTracerOptions options;
   options.path = path;
