@@ -37,12 +37,16 @@ bool CaptureWindow::Start() {
       start_requested_ = true;
     }
   }
-  if (options_.WholeRun()) {
+  // No delay: open here, before Start() returns, so the work right after it is recorded (the
+  // window's thread would open it a moment later).
+  if (options_.range == CaptureRange::kWholeRun && options_.delay == absl::ZeroDuration()) {
     open_();
     absl::MutexLock lock(&mu_);
     state_ = State::kOpen;
-    thread_done_ = true;  // nothing for a thread to do: exit closes the window
-    return true;
+    if (!options_.duration.has_value()) {
+      thread_done_ = true;  // nothing for a thread to do: exit closes the window
+      return true;
+    }
   }
   // The program's signals go to the program's threads: the new thread starts with all blocked.
   sigset_t all, previous;
@@ -53,7 +57,7 @@ bool CaptureWindow::Start() {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!started) {
     absl::MutexLock lock(&mu_);
-    state_ = State::kClosed;
+    if (state_ != State::kOpen) state_ = State::kClosed;  // open stays open until exit
     thread_done_ = true;
     return false;
   }
@@ -69,9 +73,13 @@ void* CaptureWindow::RunThread(void* self) {
 
 void CaptureWindow::Run() {
   const bool by_profiler = options_.range == CaptureRange::kProfilerApi;
+  bool opened_by_start;
   {
     absl::MutexLock lock(&mu_);
-    if (by_profiler) {
+    opened_by_start = state_ == State::kOpen;
+    if (opened_by_start) {
+      // Start() opened it.
+    } else if (by_profiler) {
       mu_.Await(absl::Condition(&start_requested_));
     } else {
       // Nothing sets stop_requested_ outside kProfilerApi: only the deadline ends this wait.
@@ -81,7 +89,7 @@ void CaptureWindow::Run() {
       }
     }
   }
-  open_();
+  if (!opened_by_start) open_();
   {
     absl::MutexLock lock(&mu_);
     state_ = State::kOpen;

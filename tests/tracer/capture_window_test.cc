@@ -78,6 +78,21 @@ TEST_CASE("A duration closes the window that long after it opened", "[tracer]") 
   CHECK(window.state() == State::kClosed);
 }
 
+TEST_CASE("A duration without a delay opens at Start itself, then closes on the thread",
+          "[tracer]") {
+  Recorder r;
+  CaptureWindowOptions options;
+  options.duration = absl::Milliseconds(150);
+  CaptureWindow window(options, r.Action("open"), r.Action("close"));
+  REQUIRE(window.Start());
+  // Synchronously: the work right after Start() is recorded.
+  CHECK(r.Calls() == std::vector<std::string>{"open"});
+  CHECK(window.state() == State::kOpen);
+  REQUIRE(window.WaitUntilIdle(absl::Seconds(30)));
+  REQUIRE(r.Calls() == std::vector<std::string>{"open", "close"});
+  CHECK(r.At(1) - r.At(0) >= absl::Milliseconds(150));
+}
+
 TEST_CASE("The profiler range opens at cuProfilerStart and closes at cuProfilerStop",
           "[tracer]") {
   CaptureWindow::ResetEarlyProfilerStartForTest();
