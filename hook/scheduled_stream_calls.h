@@ -1,7 +1,6 @@
 // The rows whose scheduling needs more than their class's generic handling: event record and
 // stream wait event (record -> wait ordering), copies that touch host memory (pageable memory is
-// copied synchronously by CUDA, so those run inline), calls with struct arguments or results
-// (inline), stream query, context synchronize, captures, and the destroy/unload calls that must
+// copied synchronously by CUDA, so those run inline), stream query, context synchronize, captures, and the destroy/unload calls that must
 // also forget what the scheduler cached.
 #ifndef GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
 #define GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
@@ -222,21 +221,6 @@ GPUPRIO_INTERCEPT_AS(cuMemcpyDtoHAsync_v2_ptsz, kOrdered,
 GPUPRIO_INTERCEPT_AS(cuMemcpyAsync, kOrdered, HostCopyInterceptor<ApiId::k_cuMemcpyAsync>)
 GPUPRIO_INTERCEPT_AS(cuMemcpyAsync_ptsz, kOrdered,
                      HostCopyInterceptor<ApiId::k_cuMemcpyAsync_ptsz>)
-// Ordered rows that run inline: a struct argument the op would have to own, or a result the
-// caller reads as soon as the call returns.
-#define GPUPRIO_INTERCEPT_INLINE(symbol)                             \
-  template <>                                                        \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::kOrdered>          \
-      : InlineCall<ApiId::k_##symbol> {};
-GPUPRIO_INTERCEPT_INLINE(cuMemcpy2DAsync_v2)
-GPUPRIO_INTERCEPT_INLINE(cuMemcpy2DAsync_v2_ptsz)
-GPUPRIO_INTERCEPT_INLINE(cuMemcpy3DAsync_v2)
-GPUPRIO_INTERCEPT_INLINE(cuMemcpy3DAsync_v2_ptsz)
-GPUPRIO_INTERCEPT_INLINE(cuMemAllocAsync)
-GPUPRIO_INTERCEPT_INLINE(cuMemAllocAsync_ptsz)
-GPUPRIO_INTERCEPT_INLINE(cuMemAllocFromPoolAsync)
-GPUPRIO_INTERCEPT_INLINE(cuMemAllocFromPoolAsync_ptsz)
-#undef GPUPRIO_INTERCEPT_INLINE
 
 GPUPRIO_INTERCEPT_AS(cuStreamQuery, kSync, StreamQueryInterceptor<ApiId::k_cuStreamQuery>)
 GPUPRIO_INTERCEPT_AS(cuStreamQuery_ptsz, kSync,
