@@ -657,7 +657,7 @@ CUstream Dispatcher::Place(StreamQueue* q, bool confine) {
 void Dispatcher::SwitchLocation(StreamQueue* q, bool to_twin) {
   StreamState* s = q->state;
   const CUstream to = to_twin ? q->twin : s->stream;
-  if (!Link(s->context, Location(q), to)) {
+  if (!Link(q->links, Location(q), to)) {
     // Confinement is an optimisation: without the link the work stays where it is. Coming home
     // must happen, so the twin's work is waited for here instead.
     if (to_twin) return;
@@ -685,27 +685,26 @@ void Dispatcher::LinkLegacyOrder(StreamQueue* q) {
       if (b->away || q->away) {
         absl::MutexLock lock(&record_mu_);
         if (!b->away && IsDestroyed(b->state)) continue;  // nothing may be recorded there
-        Link(q->state->context, Location(b), Location(q));
+        Link(q->links, Location(b), Location(q));
       }
       b->ops_followed_by_legacy = b->ops_issued;
     }
   } else if (links.legacy != nullptr && links.legacy_ops > q->legacy_ops_followed) {
     // A blocking stream's op follows the legacy stream's earlier work.
     StreamQueue* l = links.legacy;
-    if (l->away || q->away) Link(q->state->context, Location(l), Location(q));
+    if (l->away || q->away) Link(q->links, Location(l), Location(q));
     q->legacy_ops_followed = links.legacy_ops;
   }
 }
 
-bool Dispatcher::Link(CUcontext context, CUstream from, CUstream to) {
-  ContextLinks& links = contexts_[context];  // rare: only at switches and legacy links
-  if (links.link_event == nullptr &&
-      driver_.event_create(&links.link_event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    links.link_event = nullptr;
+bool Dispatcher::Link(ContextLinks* links, CUstream from, CUstream to) {
+  if (links->link_event == nullptr &&
+      driver_.event_create(&links->link_event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    links->link_event = nullptr;
     return false;
   }
-  return driver_.event_record(links.link_event, from) == CUDA_SUCCESS &&
-         driver_.stream_wait_event(to, links.link_event, 0) == CUDA_SUCCESS;
+  return driver_.event_record(links->link_event, from) == CUDA_SUCCESS &&
+         driver_.stream_wait_event(to, links->link_event, 0) == CUDA_SUCCESS;
 }
 
 void Dispatcher::BringAllHome() {
@@ -737,11 +736,9 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     NotifyWaiters();
     return;
   }
-  if (op->confined_stream != nullptr) {
-    levels_->At(op->priority).ops_confined.fetch_add(1, std::memory_order_relaxed);
-  }
   const int64_t now = SteadyNowNs();
   PriorityLevelStats& level = levels_->At(op->priority);
+  if (op->confined_stream != nullptr) level.ops_confined.fetch_add(1, std::memory_order_relaxed);
   const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
   level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
   AtomicMax(level.queue_delay_ns_max, delay);

@@ -199,8 +199,9 @@ class Dispatcher {
   CUstream Place(StreamQueue* q, bool confine);
   void SwitchLocation(StreamQueue* q, bool to_twin);
   void LinkLegacyOrder(StreamQueue* q);
-  // `to` waits for the work issued on `from` so far; false when the driver refused.
-  bool Link(CUcontext context, CUstream from, CUstream to);
+  // `to` waits for the work issued on `from` so far (both streams of `links`' context, or their
+  // twins); false when the driver refused.
+  bool Link(ContextLinks* links, CUstream from, CUstream to);
   CUstream Location(const StreamQueue* q) const { return q->away ? q->twin : q->state->stream; }
   // Before a capture: every stream's work returns to its own stream.
   void BringAllHome();

@@ -21,17 +21,24 @@ bool NoGreenContextsByEnvironment() {
   return none;
 }
 
+// An SM resource of `count` SMs, as the driver describes one on sm_90.
+CUdevResource SmResource(unsigned count) {
+  CUdevResource r;
+  std::memset(&r, 0, sizeof(r));
+  r.type = CU_DEV_RESOURCE_TYPE_SM;
+  r.sm.smCount = count;
+  r.sm.minSmPartitionSize = kSmGroup;
+  r.sm.smCoscheduledAlignment = kSmGroup;
+  return r;
+}
+
 CUresult GetDevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
   if (device < 0 || device >= S().device_count) return CUDA_ERROR_INVALID_DEVICE;
   if (!S().green_contexts || NoGreenContextsByEnvironment()) return CUDA_ERROR_NOT_SUPPORTED;
   if (resource == nullptr || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(resource, 0, sizeof(*resource));
-  resource->type = CU_DEV_RESOURCE_TYPE_SM;
-  resource->sm.smCount = kDeviceSms;
-  resource->sm.minSmPartitionSize = kSmGroup;
-  resource->sm.smCoscheduledAlignment = kSmGroup;
+  *resource = SmResource(kDeviceSms);
   return CUDA_SUCCESS;
 }
 
@@ -47,20 +54,8 @@ CUresult SplitByCount(CUdevResource* result, unsigned* groups, const CUdevResour
   const unsigned fit = input->sm.smCount / size;
   if (fit == 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
   const unsigned made = result == nullptr ? fit : std::min(*groups, fit);
-  for (unsigned i = 0; result != nullptr && i < made; ++i) {
-    std::memset(&result[i], 0, sizeof(result[i]));
-    result[i].type = CU_DEV_RESOURCE_TYPE_SM;
-    result[i].sm.smCount = size;
-    result[i].sm.minSmPartitionSize = kSmGroup;
-    result[i].sm.smCoscheduledAlignment = kSmGroup;
-  }
-  if (remaining != nullptr) {
-    std::memset(remaining, 0, sizeof(*remaining));
-    remaining->type = CU_DEV_RESOURCE_TYPE_SM;
-    remaining->sm.smCount = input->sm.smCount - made * size;
-    remaining->sm.minSmPartitionSize = kSmGroup;
-    remaining->sm.smCoscheduledAlignment = kSmGroup;
-  }
+  for (unsigned i = 0; result != nullptr && i < made; ++i) result[i] = SmResource(size);
+  if (remaining != nullptr) *remaining = SmResource(input->sm.smCount - made * size);
   *groups = made;
   return CUDA_SUCCESS;
 }
