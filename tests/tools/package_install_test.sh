@@ -17,9 +17,15 @@ unset GPUPRIO_LIB LD_PRELOAD
 lib="$runfiles/hook/libgpuprio.so"
 needed="$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')"
 echo "libgpuprio.so needs: $needed"
+# A sanitizer build (BUILD_SANITIZER, set by .bazelrc's asan/tsan configs) also needs its runtime;
+# that build is never what a package ships.
 for n in $needed; do
   case "$n" in
     libc.so.6|libm.so.6|ld-linux-x86-64.so.2|libz.so.1) ;;
+    libasan.so.*|libubsan.so.*) [[ "${BUILD_SANITIZER:-}" == asan ]] ||
+      fail "libgpuprio.so needs $n outside an AddressSanitizer build" ;;
+    libtsan.so.*) [[ "${BUILD_SANITIZER:-}" == tsan ]] ||
+      fail "libgpuprio.so needs $n outside a ThreadSanitizer build" ;;
     *) fail "libgpuprio.so needs $n (only libc, libm, the loader and zlib are expected)" ;;
   esac
 done
