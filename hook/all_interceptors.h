@@ -5,6 +5,7 @@
 
 #include "hook/interceptor.h"
 #include "hook/proc_address_hook.h"
+#include "hook/profiler_calls.h"
 #include "hook/scheduled_calls.h"
 #include "hook/scheduled_launch_calls.h"
 #include "hook/scheduled_stream_calls.h"

@@ -1,6 +1,7 @@
 // The concrete cu* names libgpuprio.so exports, for programs linked with -lcuda. Each export is a
 // one-instruction trampoline (a tail jump, so every argument register and stack argument reaches
 // the wrapper untouched) into the row's kExported wrapper.
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include "hook/wrapper.h"

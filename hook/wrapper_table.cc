@@ -1,4 +1,5 @@
 // The wrappers handed out by dlsym and cuGetProcAddress, one row per driver_api.def entry.
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include "hook/wrapper.h"

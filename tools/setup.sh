@@ -25,7 +25,7 @@ cuda="${CUDA_HOME:-/usr/local/cuda}"
 [[ -r /etc/debian_version ]] || die "this script supports Debian 12 (bookworm); /etc/debian_version is missing"
 command -v apt-get >/dev/null || die "apt-get not found: install the packages by hand: ${packages[*]}"
 missing=()
-for f in include/cuda.h include/cudaTypedefs.h include/cupti.h lib64/libcupti.so.13; do
+for f in include/cuda.h include/cudaTypedefs.h include/cudaProfilerTypedefs.h include/cupti.h lib64/libcupti.so.13; do
   [[ -e "$cuda/$f" ]] || missing+=("$cuda/$f")
 done
 if ((${#missing[@]})); then

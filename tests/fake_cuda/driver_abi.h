@@ -8,5 +8,6 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #endif
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #endif  // GPUPRIO_TESTS_FAKE_CUDA_DRIVER_ABI_H_

@@ -279,6 +279,20 @@ CUresult cuCtxGetCurrent(CUcontext* pctx) {
   });
 }
 
+// The profiler API: nothing to profile here; what matters is that the call arrives (call log).
+CUresult cuProfilerStart() {
+  return RunApi("cuProfilerStart", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return fakecuda::CheckInit();
+  });
+}
+CUresult cuProfilerStop() {
+  return RunApi("cuProfilerStop", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return fakecuda::CheckInit();
+  });
+}
+
 CUresult cuCtxGetDevice(CUdevice* device) {
   return RunApi("cuCtxGetDevice", [&](CallScope&) { return fakecuda::GetDevice(device, nullptr); });
 }

@@ -12,9 +12,14 @@
 //             sends itself SIGTERM, and exits 3 from main once its handler ran.
 //   phases    (capture windows) sleeps argv[3] ms, launches as many kernels again, sleeps
 //             argv[3] ms, prints trace_before_exit=0|1, launches them a third time and returns.
+//   profiler_range  cuProfilerStart, as many launches again without a synchronize, cuProfilerStop;
+//             waits up to 10 s for the trace file, prints trace_before_exit=0|1 and how many
+//             cuProfilerStart/Stop calls the driver received (driver_profiler_calls), launches
+//             a third time and returns.
 // Prints `trace_client: <scenario> ok` and pid=<pid> before it ends (for sigterm: before the
 // signal).
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +30,7 @@
 #include <string>
 
 #include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/client_support.h"
 
 using fake_client::Check;
@@ -42,12 +48,12 @@ void Init() {
   CheckCu(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 }
 
-void Launch(int count, CUstream stream) {
+void Launch(int count, CUstream stream, bool synchronize = true) {
   for (int i = 0; i < count; ++i) {
     CheckCu(cuLaunchKernel(g_empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
             "cuLaunchKernel");
   }
-  CheckCu(cuStreamSynchronize(stream), "cuStreamSynchronize");
+  if (synchronize) CheckCu(cuStreamSynchronize(stream), "cuStreamSynchronize");
 }
 
 bool TraceExists() {
@@ -69,6 +75,19 @@ int Fork() {
   Check(waitpid(child, &status, 0) == child, "waitpid");
   std::printf("child_exit=%d child_wrote_trace=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
               TraceExists() ? 1 : 0);
+  return fake_client::Succeed();
+}
+
+int ProfilerRange(int launches) {
+  CheckCu(cuProfilerStart(), "cuProfilerStart");
+  Launch(launches, g_stream, /*synchronize=*/false);
+  CheckCu(cuProfilerStop(), "cuProfilerStop");
+  for (int i = 0; i < 1000 && !TraceExists(); ++i) usleep(10 * 1000);
+  std::printf("trace_before_exit=%d\n", TraceExists() ? 1 : 0);
+  std::printf("driver_profiler_calls=%llu\n",
+              static_cast<unsigned long long>(fakecuda_count_calls("cuProfilerStart") +
+                                              fakecuda_count_calls("cuProfilerStop")));
+  Launch(launches, g_stream);
   return fake_client::Succeed();
 }
 
@@ -101,7 +120,8 @@ int AppHandlerScenario() {
 int main(int argc, char** argv) {
   fake_client::g_client_name = "trace_client";
   if (argc < 2) {
-    Fail("usage: trace_client exit|fork|sigterm|app_handler|phases [launches [sleep_ms]]");
+    Fail("usage: trace_client exit|fork|sigterm|app_handler|phases|profiler_range [launches "
+         "[sleep_ms]]");
   }
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
@@ -116,6 +136,7 @@ int main(int argc, char** argv) {
   if (scenario == "fork") return Fork();
   if (scenario == "sigterm") return SigTerm();
   if (scenario == "app_handler") return AppHandlerScenario();
+  if (scenario == "profiler_range") return ProfilerRange(launches);
   if (scenario == "phases") {
     const int sleep_ms = argc > 3 ? std::atoi(argv[3]) : 1000;
     usleep(static_cast<useconds_t>(sleep_ms) * 1000);

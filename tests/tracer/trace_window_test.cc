@@ -1,8 +1,9 @@
 // Traces for servers and multi-process jobs, end to end: trace_client under libgpuprio.so against
 // the fake driver and the fake libcupti. Checked: the capture window (GPUPRIO_TRACE_DELAY_S,
-// GPUPRIO_TRACE_DURATION_S, GPUPRIO_TRACE_RANGE) records only the launches inside it and, with a
-// duration, writes the trace while the program still runs; name patterns (%p, %q{VAR}); a
-// .json.gz trace written on SIGTERM gunzips and parses; kernel names arrive demangled.
+// GPUPRIO_TRACE_DURATION_S, GPUPRIO_TRACE_RANGE with cuProfilerStart/Stop) records only the
+// launches inside it and, with a duration or a stop, writes the trace while the program still
+// runs; name patterns (%p, %q{VAR}); a .json.gz trace written on SIGTERM gunzips and parses;
+// kernel names arrive demangled.
 #include <signal.h>
 #include <zlib.h>
 
@@ -122,6 +123,22 @@ TEST_CASE("GPUPRIO_TRACE_RANGE=profiler_api without cuProfilerStart writes no tr
                                     "(GPUPRIO_TRACE_RANGE=profiler_api); no trace written") !=
         std::string::npos);
   CHECK(gpuprio_test::DirectoryEntries(dir).empty());
+}
+
+TEST_CASE("GPUPRIO_TRACE_RANGE=profiler_api records from cuProfilerStart to cuProfilerStop",
+          "[tracer]") {
+  const std::string dir = gpuprio_test::FreshDirectory("profiler_range");
+  const TracedRun run =
+      Run({"profiler_range", "10"}, dir + "/t.json", {{"GPUPRIO_TRACE_RANGE", "profiler_api"}});
+  DESCRIBE(run);
+  REQUIRE(run.result.exit_code == 0);
+  // Written at the stop, while the program still ran; the driver received both calls.
+  CHECK(run.values.at("trace_before_exit") == 1);
+  CHECK(run.values.at("driver_profiler_calls") == 2);
+  // Only the launches between start and stop, none of those before or after.
+  CHECK(ParseTrace(dir + "/t.json").at("otherData").at("gpuprio").at("ops") == 10);
+  CHECK(run.result.stderr_text.find("calls api=cuProfilerStart total=1") != std::string::npos);
+  CHECK(run.result.stderr_text.find("calls api=cuProfilerStop total=1") != std::string::npos);
 }
 
 TEST_CASE("SIGTERM writes a gzip trace named by pattern, with demangled kernel names",
