@@ -524,12 +524,13 @@ bool Dispatcher::IssueNext() {
     highest = std::max(highest, HighestActiveExcept(q));
     const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-    if (Admit(op->priority, estimate, snapshot) != Admission::kIssue) return false;
     // An op longer than its budget holds every SM it fills for longer than the budget allows: it
     // waits until the more important levels have paused for a while, not merely between two of
     // their kernels (options.h).
-    if (op->priority < ceiling && estimate > budget_ns &&
-        HigherBusyWithin(op->priority, now, options_.long_op_idle_ns)) {
+    if (Admit(op->priority, estimate, snapshot) != Admission::kIssue ||
+        (op->priority < ceiling && estimate > budget_ns &&
+         HigherBusyWithin(op->priority, now, options_.long_op_idle_ns))) {
+      if (op->held_since_ns == 0) op->held_since_ns = now;
       return false;
     }
   }
@@ -744,6 +745,13 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
   AtomicMax(level.queue_delay_ns_max, delay);
   level.queue_delay_histogram.Record(delay);
   level.ops_issued.fetch_add(1, std::memory_order_relaxed);
+  if (op->held_since_ns != 0) {
+    const uint64_t held =
+        now > op->held_since_ns ? static_cast<uint64_t>(now - op->held_since_ns) : 0;
+    level.ops_held.fetch_add(1, std::memory_order_relaxed);
+    level.held_ns_sum.fetch_add(held, std::memory_order_relaxed);
+    AtomicMax(level.held_ns_max, held);
+  }
   if (coordinator_ != nullptr) coordinator_->CountDispatched(delay);
 
   // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly

@@ -34,6 +34,8 @@ struct Op {
   // Decremented once the op is issued (an event's count of queued waits).
   std::atomic<int>* issued_counter = nullptr;
   int64_t submit_ns = 0;
+  // When the policy first refused to issue it (0: never held back), for the exit summary.
+  int64_t held_since_ns = 0;
   OpTraceContext trace;  // filled by an OpObserver, if one is installed
 
   // Issue nothing: only bring the stream's work back from its twin to the application's stream

@@ -53,6 +53,7 @@ Op* OpPool::Take() {
   op->home_only = false;
   op->confined_stream = nullptr;
   op->depends_on_count = 0;
+  op->held_since_ns = 0;
   op->issued_counter = nullptr;
   op->seq = 0;
   op->stream_index = 0;

@@ -27,6 +27,10 @@ struct PriorityLevelStats {
   std::atomic<uint64_t> ops_confined{0};  // issued on a twin stream (spatial isolation)
   std::atomic<uint64_t> queue_delay_ns_sum{0};
   std::atomic<uint64_t> queue_delay_ns_max{0};
+  // Ops the policy refused at least once, and how long they waited from that refusal to issue.
+  std::atomic<uint64_t> ops_held{0};
+  std::atomic<uint64_t> held_ns_sum{0};
+  std::atomic<uint64_t> held_ns_max{0};
   std::atomic<uint64_t> in_flight_ops{0};
   std::atomic<uint64_t> in_flight_estimated_ns{0};
   std::atomic<int64_t> last_submit_ns{0};

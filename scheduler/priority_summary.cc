@@ -50,6 +50,12 @@ std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
       absl::StrAppendFormat(&line, " queue_delay_us mean=%.1f p99<=%.1f max=%.1f",
                             Micros(sum) / static_cast<double>(issued), Micros(p99), Micros(max));
     }
+    // Held back by the policy (more important work active): part of the delay above.
+    if (const uint64_t held = level.ops_held.load(std::memory_order_relaxed)) {
+      absl::StrAppendFormat(&line, " held_back ops=%d total_ms=%.1f max_ms=%.1f", held,
+                            Micros(level.held_ns_sum.load(std::memory_order_relaxed)) / 1000.0,
+                            Micros(level.held_ns_max.load(std::memory_order_relaxed)) / 1000.0);
+    }
     lines.push_back(std::move(line));
   }
   return lines;

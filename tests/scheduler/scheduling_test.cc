@@ -6,6 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "catch2/catch.hpp"
 #include "tests/client_env.h"
 #include "tests/runfiles.h"
@@ -118,11 +123,12 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
           "[scheduler]") {
   constexpr long kBudgetUs = 10000;  // two of the client's 5 ms low-priority kernels
   const std::string client = Path("tests/scheduler/sched_client");
-  const auto scheduled =
-      Values(Run({client, "priority"},
-                 ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", std::to_string(kBudgetUs)},
-                                        {"GPUPRIO_ISOLATION", "off"}}))
-                 .stdout_text);
+  const gpuprio_test::ProcessResult run =
+      Run({client, "priority"},
+          ClientEnv("schedule", {{"GPUPRIO_BUDGET_US", std::to_string(kBudgetUs)},
+                                 {"GPUPRIO_ISOLATION", "off"},
+                                 {"GPUPRIO_LOG", "info"}}));
+  const auto scheduled = Values(run.stdout_text);
   const auto native = Values(Run({client, "priority"}, ClientEnv("")).stdout_text);
   REQUIRE(scheduled.count("high_latency_us") == 1);
   REQUIRE(native.count("high_latency_us") == 1);
@@ -141,6 +147,21 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
   CHECK(scheduled.at("high_latency_us") <= bound);
   CHECK(native.at("high_latency_us") > bound);
   CHECK(native.at("low_max_in_flight") > kBudgetUs / kernel_us);
+  // The exit summary says the low level, and only it, was held back (its lines come highest
+  // first), and for about as long as the chain ran.
+  std::vector<std::string> summary;
+  for (absl::string_view line : absl::StrSplit(run.stderr_text, '\n')) {
+    if (absl::StartsWith(line, "gpuprio: priority=")) summary.emplace_back(line);
+  }
+  INFO("summary:\n" << absl::StrJoin(summary, "\n"));
+  REQUIRE(summary.size() == 2);
+  CHECK(summary[0].find("held_back") == std::string::npos);
+  const size_t held = summary[1].find(" held_back ops=");
+  REQUIRE(held != std::string::npos);
+  const size_t at = summary[1].find("total_ms=", held) + 9;
+  double total_ms = 0;
+  REQUIRE(absl::SimpleAtod(summary[1].substr(at, summary[1].find(' ', at) - at), &total_ms));
+  CHECK(total_ms > 0);
 }
 
 TEST_CASE("The fast path issues on the caller's thread and still holds lower priorities back",

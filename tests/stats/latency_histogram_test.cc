@@ -90,6 +90,9 @@ TEST_CASE("The exit summary has one line per level that did work, highest first"
     low.queue_delay_histogram.Record(delay);
   }
   low.queue_delay_ns_max = 2'000'000;
+  low.ops_held = 2;
+  low.held_ns_sum = 3'500'000;
+  low.held_ns_max = 1'900'000;
 
   auto& other = levels.At(7);
   other.ops_on_caller = 2;  // none queued: no delay figures
@@ -103,7 +106,7 @@ TEST_CASE("The exit summary has one line per level that did work, highest first"
   // p99 is 2 ms's bucket bound, capped at the exact max.
   CHECK(lines[2] ==
         "priority=-1 (low) ops=100 on_caller=0.0% queued=100 queue_delay_us mean=49.8 "
-        "p99<=2000.0 max=2000.0");
+        "p99<=2000.0 max=2000.0 held_back ops=2 total_ms=3.5 max_ms=1.9");
 }
 
 }  // namespace
