@@ -14,8 +14,12 @@
 #                         torch.profiler trace is OUT/torch_profiler_trace.json
 #   d  profiler.both      the same with GPUPRIO_TRACE too: who gets CUPTI is reported, only exit 0
 #                         is asserted
+#   e  profiler_range     GPUPRIO_TRACE_RANGE=profiler_api: ResNet-18 iterations between
+#                         torch.cuda.profiler.start/stop; the trace is written at the stop and
+#                         holds only the range's ops
 #   b  latency.CONFIG.rR  ResNet-18 batch 1 latency, CONFIG native / schedule / trace (schedule +
-#                         GPUPRIO_TRACE), ROUNDS rounds interleaved (rotated order per round)
+#                         GPUPRIO_TRACE) / trace-gz (the same written as .json.gz) / trace-all,
+#                         ROUNDS rounds interleaved (rotated order per round)
 # --native-only runs only the native runs (checks the scripts and the workloads without the library).
 # A failing or hanging run is recorded, not fatal; after gpuprio runs have timed out twice, or once
 # the runs have taken TRACE_CHECK_BUDGET seconds, the remaining runs are skipped (recorded as such),
@@ -106,8 +110,13 @@ run_one profiler.native -- profiler --iters 10 --batch 8 --trace-out "$work/torc
   GPUPRIO_TRACE="$work/profiler_both.gpuprio_trace.json" -- \
   profiler --iters 10 --batch 8 --trace-out "$work/profiler_both.torch_trace.json"
 
+# e: the trace bounded by torch.cuda.profiler.start/stop (cuProfilerStart/Stop).
+((native_only)) || run_one profiler_range GPUPRIO_MODE=schedule GPUPRIO_LOG=info \
+  GPUPRIO_TRACE_RANGE=profiler_api GPUPRIO_TRACE="$work/profiler_range.json" -- \
+  profiler_range --iters 10 --warmup 20
+
 # b: latency, interleaved rounds; round r starts at a different configuration.
-configs=(native schedule trace trace-all)
+configs=(native schedule trace trace-gz trace-all)
 ((native_only)) && configs=(native)
 for ((r = 1; r <= rounds; r++)); do
   n=${#configs[@]}
@@ -118,6 +127,8 @@ for ((r = 1; r <= rounds; r++)); do
       native) run_one "latency.native.r$r" -- "${lat[@]}" ;;
       schedule) run_one "latency.schedule.r$r" GPUPRIO_MODE=schedule -- "${lat[@]}" ;;
       trace) run_one "latency.trace.r$r" GPUPRIO_MODE=schedule GPUPRIO_TRACE="$work/latency_trace.r$r.json" -- "${lat[@]}" ;;
+      trace-gz) run_one "latency.trace-gz.r$r" GPUPRIO_MODE=schedule \
+                  GPUPRIO_TRACE="$work/latency_trace.r$r.json.gz" -- "${lat[@]}" ;;
       trace-all) run_one "latency.trace-all.r$r" GPUPRIO_MODE=schedule GPUPRIO_TRACE_ALL_APIS=1 \
                    GPUPRIO_TRACE="$work/latency_trace_all.r$r.json" -- "${lat[@]}" ;;
     esac
@@ -136,6 +147,6 @@ for f in "$out/resnet_trace.json" "$out/torch_profiler_trace.json"; do
     gzip -f "$f" && say "gzipped $(basename "$f") (over 15 MiB)"
   fi
 done
-rm -f "$work"/latency_trace.r*.json  # large; their sizes are in the report
+rm -f "$work"/latency_trace.r*.json "$work"/latency_trace.r*.json.gz  # sizes are in the report
 say "results in $out (trace_check_summary.txt, trace_check.json, trace_overhead.md); work dir $work; exit $rc"
 exit "$rc"

@@ -50,8 +50,10 @@ PROFILER_TRACE = "torch_profiler_trace.json"  # OUT: torch.profiler's trace unde
 PROFILER_NATIVE_TRACE = "torch_profiler_trace.native.json"  # WORK: the same natively
 BOTH_TORCH_TRACE = "profiler_both.torch_trace.json"  # WORK: check d, torch.profiler's trace
 BOTH_GPUPRIO_TRACE = "profiler_both.gpuprio_trace.json"  # WORK: check d, gpuprio's trace
-LATENCY_CONFIGS = ["native", "schedule", "trace", "trace-all"]  # run names latency.CONFIG.rR
+LATENCY_CONFIGS = ["native", "schedule", "trace", "trace-gz", "trace-all"]  # run names latency.CONFIG.rR
 LATENCY_TRACE = "latency_trace.r{round}.json"  # WORK: the traced latency runs' gpuprio traces
+RANGE_TRACE = "profiler_range.json"  # WORK: check e's trace (GPUPRIO_TRACE_RANGE=profiler_api)
+LATENCY_TRACE_GZ = LATENCY_TRACE + ".gz"  # the trace-gz runs' (GPUPRIO_TRACE ending in .gz)
 
 # Driver APIs whose ops produce GPU work (a kernel, copy or set slice): their flows must end on
 # the GPU. Other ops (cuEventRecord, cuStreamWaitEvent, cuLaunchHostFunc, ...) may end at the
@@ -517,7 +519,39 @@ def workload_profiler(a):
     return {"iters": a.iters, "batch": a.batch, "trace": a.trace_out, "torch": torch.__version__}
 
 
-WORKLOADS = {"resnet50": workload_resnet50, "latency": workload_latency, "profiler": workload_profiler}
+def workload_profiler_range(a):
+    """ResNet-18 batch 1: warm-up, then a.iters iterations between torch.cuda.profiler.start() and
+    stop() (cuProfilerStart/Stop), then as many again. Records whether GPUPRIO_TRACE existed
+    (written at the stop, GPUPRIO_TRACE_RANGE=profiler_api) before the last iterations ended."""
+    torch, torchvision = _torch()
+    model = torchvision.models.resnet18(weights=None).cuda().eval()
+    x = torch.randn(1, 3, 224, 224).cuda()
+    path = os.environ.get("GPUPRIO_TRACE", "")
+    with torch.inference_mode():
+        for _ in range(a.warmup):
+            model(x)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        for _ in range(a.iters):
+            model(x)
+        torch.cuda.profiler.stop()
+        written_at = None
+        t0 = time.perf_counter()
+        for _ in range(a.iters):
+            model(x)
+            torch.cuda.synchronize()
+        while written_at is None and time.perf_counter() - t0 < 20:
+            if path and os.path.exists(path):
+                written_at = time.perf_counter() - t0
+            else:
+                time.sleep(0.05)
+    return {"iters_in_range": a.iters, "iters_total": a.warmup + 2 * a.iters,
+            "trace_written_before_exit": written_at is not None,
+            "trace_written_after_stop_s": written_at, "torch": torch.__version__}
+
+
+WORKLOADS = {"resnet50": workload_resnet50, "latency": workload_latency, "profiler": workload_profiler,
+             "profiler_range": workload_profiler_range}
 
 
 def cmd_workload(a):
@@ -644,6 +678,7 @@ def check_b(workdir, native_only):
                              "per_round": [{m: run["result"].get(m) for m in ("mean_ms", "p50_ms", "p99_ms")}
                                            | {"rc": run["rc"], "wall_s": run["wall_s"]} for run in lst]}
     for cfg, base in (("schedule", "native"), ("trace", "native"), ("trace", "schedule"),
+                      ("trace-gz", "native"), ("trace-gz", "schedule"),
                       ("trace-all", "native"), ("trace-all", "schedule")):
         if cfg in c["configs"] and base in c["configs"]:
             a, b = c["configs"][cfg]["median"], c["configs"][base]["median"]
@@ -655,6 +690,11 @@ def check_b(workdir, native_only):
         sizes.append(os.path.getsize(p) if os.path.exists(p) else None)
     if "trace" in runs:
         c["trace_file_bytes"] = sizes
+    if "trace-gz" in runs:
+        c["trace_gz_file_bytes"] = [
+            os.path.getsize(p) if os.path.exists(p) else None
+            for p in (os.path.join(workdir, LATENCY_TRACE_GZ.format(round=r))
+                      for r in range(1, len(runs["trace-gz"]) + 1))]
         p1 = os.path.join(workdir, LATENCY_TRACE.format(round=1))
         if os.path.exists(p1):
             t = analyze_file(p1, analyze_gpuprio_trace)
@@ -677,7 +717,7 @@ def overhead_markdown(b):
         return "-" if v is None else format(v, spec)
 
     labels = {"native": "native", "schedule": "GPUPRIO_MODE=schedule", "trace": "schedule + GPUPRIO_TRACE",
-              "trace-all": "schedule + GPUPRIO_TRACE + GPUPRIO_TRACE_ALL_APIS=1"}
+              "trace-gz": "schedule + GPUPRIO_TRACE=....json.gz", "trace-all": "schedule + GPUPRIO_TRACE + GPUPRIO_TRACE_ALL_APIS=1"}
     for cfg, e in b["configs"].items():
         m = e["median"]
         vs_n = b.get("ratios", {}).get(f"{cfg}/native", {}) if cfg != "native" else {k: 1.0 for k in m}
@@ -697,6 +737,9 @@ def overhead_markdown(b):
         lines.append("")
         lines.append("Trace files of the traced runs: " + ", ".join(
             "-" if s is None else f"{s / 2**20:.1f} MiB" for s in b["trace_file_bytes"]))
+    if b.get("trace_gz_file_bytes"):
+        lines.append("Trace files of the .json.gz runs: " + ", ".join(
+            "-" if s is None else f"{s / 2**20:.2f} MiB" for s in b["trace_gz_file_bytes"]))
     if b.get("trace_r1"):
         t = b["trace_r1"]
         lines.append(f"Round 1's trace: {t.get('kernels')} kernels, {t.get('kernels_linked')} linked "
@@ -744,6 +787,48 @@ def check_d(workdir):
     return c
 
 
+OPS_RE = re.compile(r"gpuprio: priority=\S+(?: \(\w+\))? ops=(\d+)")
+
+
+def check_e(workdir):
+    """GPUPRIO_TRACE_RANGE=profiler_api with torch.cuda.profiler.start/stop: the trace is written
+    at the stop while the program runs and holds the range's ops only."""
+    run = load_run(workdir, "profiler_range")
+    c = {"name": "e_profiler_range", "run": {k: run[k] for k in ("rc", "wall_s", "result", "cmd")},
+         "failures": []}
+    if not run["ok"]:
+        c["failures"].append(run_error(run))
+    res = run["result"]
+    if run["ok"] and not res.get("trace_written_before_exit"):
+        c["failures"].append("profiler_range: no trace file within 20 s of cuProfilerStop")
+    path = os.path.join(workdir, RANGE_TRACE)
+    # The process's ops, from its exit summary (GPUPRIO_LOG=info), against the trace's.
+    total_ops = sum(int(m.group(1)) for m in OPS_RE.finditer(run["stderr"]))
+    c["process_ops"] = total_ops
+    if run["ok"]:
+        if not os.path.exists(path):
+            c["failures"].append("profiler_range: no trace file")
+        else:
+            t = analyze_file(path, analyze_gpuprio_trace)
+            ops = (t.get("other_data") or {}).get("ops")
+            c["trace"] = {k: t.get(k) for k in ("kernels", "kernels_linked", "kernels_linked_fraction", "other_data")}
+            c["trace_ops"] = ops
+            iters, total_iters = res.get("iters_in_range"), res.get("iters_total")
+            if not ops or not t.get("kernels"):
+                c["failures"].append(f"profiler_range: the trace has {ops} ops and {t.get('kernels')} kernels")
+            elif total_ops and iters and total_iters:
+                # The range is iters of total_iters identical iterations (plus setup outside it).
+                c["trace_ops_share"] = ops / total_ops
+                if ops / total_ops > 1.5 * iters / total_iters:
+                    c["failures"].append(f"profiler_range: the trace holds {ops} of the process's {total_ops} "
+                                         f"ops, more than its {iters} of {total_iters} iterations")
+    c["passed"] = not c["failures"]
+    c["note"] = (f"trace ops {c.get('trace_ops', '-')} of the process's {total_ops or '-'}; written "
+                 f"{res.get('trace_written_after_stop_s', '-')} s after the stop; kernels "
+                 f"{c.get('trace', {}).get('kernels', '-')}")
+    return c
+
+
 def cmd_report(a):
     wd, out = a.workdir, a.out
     os.makedirs(out, exist_ok=True)
@@ -760,6 +845,7 @@ def cmd_report(a):
         checks.append(check_profiler(wd, out, "c_profiler_gpuprio", "profiler.gpuprio",
                                      os.path.join(out, PROFILER_TRACE)))
         checks.append(check_d(wd))
+        checks.append(check_e(wd))
     passed = all(c["passed"] for c in checks)
 
     with open(os.path.join(out, "trace_overhead.json"), "w") as fh:

@@ -131,7 +131,10 @@ def make_profiler_trace(n_kernels=100, unlinked=(), key="External id", no_ext=()
 
 
 def write_json(path, doc):
-    with open(path, "w") as fh:
+    """Gzipped when the name ends in .gz, as gpuprio writes such a trace."""
+    import gzip
+
+    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as fh:
         json.dump(doc, fh)
 
 
@@ -158,7 +161,12 @@ def fake_python(argv):
         print("gpuprio: calls api=cuLaunchKernel total=90 dlsym=0 gpa=90 gpa_ptsz=0 exported=0", file=sys.stderr)
         print("gpuprio: calls api=cuLaunchKernelEx total=10 dlsym=0 gpa=10 gpa_ptsz=0 exported=0", file=sys.stderr)
         print("gpuprio: calls api=cuMemcpyHtoDAsync_v2 total=1 dlsym=0 gpa=1 gpa_ptsz=0 exported=0", file=sys.stderr)
-    if os.environ.get("GPUPRIO_TRACE"):
+    if name == "profiler_range":
+        # 20 warm-up + 2 x 10 iterations of 10 ops, 30 setup ops; the range holds 10 iterations.
+        print("gpuprio: priority=0 (normal) ops=430 on_caller=100.0% queued=0", file=sys.stderr)
+        if os.environ.get("GPUPRIO_TRACE"):
+            write_json(os.environ["GPUPRIO_TRACE"], make_gpuprio_trace(98))
+    elif os.environ.get("GPUPRIO_TRACE"):
         write_json(os.environ["GPUPRIO_TRACE"], make_gpuprio_trace(100))
         if name == "profiler":
             print("gpuprio: CUPTI is taken by another subscriber; tracing with NVTX", file=sys.stderr)
@@ -168,6 +176,11 @@ def fake_python(argv):
         rec.update(mean_ms=base, p50_ms=base - 0.1, p99_ms=base + 1.0)
     if name == "profiler":
         write_json(opts["trace-out"], make_profiler_trace(50))
+    if name == "profiler_range":
+        iters = int(opts.get("iters", "10"))
+        rec.update(iters_in_range=iters, iters_total=int(opts.get("warmup", "20")) + 2 * iters,
+                   trace_written_before_exit=bool(os.environ.get("GPUPRIO_TRACE")),
+                   trace_written_after_stop_s=0.05)
     write_json(opts["result"], rec)
     print("trace_check: workload " + json.dumps(rec))
     return 0
@@ -348,10 +361,16 @@ class ReportTest(unittest.TestCase):
         write_json(os.path.join(self.wd, tc.RESNET_TRACE_FAST), make_gpuprio_trace(100))
         for r in (1, 2, 3):
             for cfg, m in (("native", 2.0), ("schedule", 2.2), ("trace", 2.4 + r * 0.01),
-                           ("trace-all", 2.6)):
+                           ("trace-gz", 2.45), ("trace-all", 2.6)):
                 put_run(self.wd, f"latency.{cfg}.r{r}", result={"ok": True, "mean_ms": m, "p50_ms": m - 0.1,
                                                                 "p99_ms": m + 1})
         write_json(os.path.join(self.wd, tc.LATENCY_TRACE.format(round=1)), make_gpuprio_trace(30))
+        write_json(os.path.join(self.wd, tc.LATENCY_TRACE_GZ.format(round=1)), make_gpuprio_trace(30))
+        put_run(self.wd, "profiler_range",
+                result={"ok": True, "iters_in_range": 10, "iters_total": 40, "trace_written_before_exit": True,
+                        "trace_written_after_stop_s": 0.2},
+                stderr="gpuprio: priority=0 (normal) ops=430 on_caller=100.0% queued=0\n")
+        write_json(os.path.join(self.wd, tc.RANGE_TRACE), make_gpuprio_trace(98))
         put_run(self.wd, "profiler.native", result=ok)
         write_json(os.path.join(self.wd, tc.PROFILER_NATIVE_TRACE), make_profiler_trace(50))
         put_run(self.wd, "profiler.gpuprio", result=ok)
@@ -375,8 +394,10 @@ class ReportTest(unittest.TestCase):
         rc, text = self.report()
         self.assertEqual(rc, 0, text)
         self.assertTrue(text.startswith("gpuprio trace check: PASS"), text)
-        for name in ("a_trace_resnet50", "b_overhead", "c_profiler_native", "c_profiler_gpuprio", "d_profiler_and_trace"):
+        for name in ("a_trace_resnet50", "b_overhead", "c_profiler_native", "c_profiler_gpuprio", "d_profiler_and_trace",
+                     "e_profiler_range"):
             self.assertIn(f"PASS  {name}", text)
+        self.assertIn("trace ops 100 of the process's 430", text)
         self.assertIn("launches caught by gpuprio 95", text)
         self.assertIn("gpuprio trace kernels -", text)  # check d wrote no gpuprio trace
         with open(os.path.join(self.out, "trace_overhead.json")) as fh:
@@ -385,6 +406,9 @@ class ReportTest(unittest.TestCase):
         self.assertAlmostEqual(b["ratios"]["trace/native"]["mean_ms"], 2.42 / 2.0)
         self.assertAlmostEqual(b["ratios"]["trace/schedule"]["p99_ms"], 3.42 / 3.2)
         self.assertEqual(b["trace_r1"]["kernels"], 30)
+        self.assertAlmostEqual(b["ratios"]["trace-gz/native"]["mean_ms"], 2.45 / 2.0)
+        self.assertEqual(b["trace_gz_file_bytes"][1:], [None, None])
+        self.assertGreater(b["trace_gz_file_bytes"][0], 0)
         md = tc.read(os.path.join(self.out, "trace_overhead.md"))
         self.assertIn("| schedule + GPUPRIO_TRACE | 3/3 | 2.420 | 2.320 | 3.420 | 1.210 |", md)
         with open(os.path.join(self.out, "trace_check.json")) as fh:
@@ -415,6 +439,16 @@ class ReportTest(unittest.TestCase):
         with open(os.path.join(self.out, "trace_overhead.json")) as fh:
             b = json.load(fh)
         self.assertEqual(b["configs"]["trace"]["rounds_ok"], 2)
+
+    def test_profiler_range_fails_without_the_trace_or_with_every_op(self):
+        put_run(self.wd, "profiler_range",
+                result={"ok": True, "iters_in_range": 10, "iters_total": 40, "trace_written_before_exit": False},
+                stderr="gpuprio: priority=0 (normal) ops=100 on_caller=100.0% queued=0\n")
+        rc, text = self.report()
+        self.assertEqual(rc, 1, text)
+        self.assertIn("FAIL  e_profiler_range", text)
+        self.assertIn("no trace file within 20 s of cuProfilerStop", text)
+        self.assertIn("more than its 10 of 40 iterations", text)
 
     def test_profiler_d_failure_is_only_exit_code(self):
         put_run(self.wd, "profiler.both", rc=139, stderr="Segmentation fault\n")
