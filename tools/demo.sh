@@ -24,7 +24,7 @@ prebuilt=0
 [[ "${1:-}" == --prebuilt ]] && prebuilt=1
 # --installed CMD: the fake-driver part only, through an installed `gpuprio` command and the
 # library it bundles (a wheel or .deb); the fake driver and its clients come from
-# $DEMO_BIN (a bazel-bin or a test's runfiles). tests/tools/package_install_test.sh.
+# $DEMO_BIN (a bazel-bin or a test's runfiles). tests/tools/package_install.sh.
 installed=""
 if [[ "${1:-}" == --installed ]]; then
   installed="${2:?--installed needs the gpuprio command}"

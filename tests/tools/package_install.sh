@@ -3,8 +3,8 @@
 # writes the wheel and the .deb from the library under test; the wheel is pip-installed into a
 # new venv (--no-index) and the .deb unpacked with dpkg-deb -x into an empty root; each one's
 # `gpuprio` command then runs the fake-driver demo (tools/demo.sh --installed) with the library
-# it bundles, and `gpuprio env` must point LD_PRELOAD into that install. A sh_test: venv, pip and
-# dpkg-deb run in Bazel's sandbox, and a failure counts like any test's.
+# it bundles, and `gpuprio env` must point LD_PRELOAD into that install. Run by
+# package_install_test.cc inside Bazel's sandbox (venv, pip and dpkg-deb need no network).
 set -euo pipefail
 runfiles="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-gpuprio}"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/packages.XXXXXX")"
