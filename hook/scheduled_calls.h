@@ -107,26 +107,15 @@ CUresult IssueDirect(scheduler::Scheduler* s, scheduler::StreamState* stream, in
 template <ApiId kId, typename Real, typename... Args>
 CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int priority,
                    Real real, Args... args) {
-  if (stream != nullptr) {
-    s->WaitStream(stream);
-    if (stream->legacy) {
-      s->WaitContext(stream->context);
-    } else if (stream->blocking) {
-      s->WaitLegacy(stream->context);
-    }
-  } else {
-    s->WaitLegacy(nullptr);
-  }
+  s->WaitBeforeInline(stream);
   s->CountOnCaller(priority);
   return CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
 }
 
-// Queues a call whose arguments are all self-contained values. `depends_on`: a stream whose ops
-// submitted so far must be issued first (an event wait's recording stream).
+// An op for a call whose arguments are all self-contained values, ready to submit.
 template <ApiId kId, typename Real, typename... Args>
-CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
-                       scheduler::StreamState* depends_on, uint64_t cost_hint_ns,
-                       std::atomic<int>* issued_counter, Args... args) {
+scheduler::Op* ByValueOp(scheduler::Scheduler* s, scheduler::StreamState* stream,
+                         uint64_t cost_hint_ns, Args... args) {
   using Tuple = std::tuple<Args...>;
   static_assert(sizeof(Tuple) <= scheduler::Op::kArgBytes, "op argument storage too small");
   scheduler::Op* op = scheduler::OpPool::ForThisThread().Take();
@@ -136,13 +125,15 @@ CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
   op->stream = stream;
   op->priority = s->EffectivePriority(stream);
   op->cost_hint_ns = cost_hint_ns;
-  op->issued_counter = issued_counter;
-  if (depends_on != nullptr && depends_on != stream) {
-    op->depends_on = depends_on;
-    op->depends_on_count = depends_on->submitted.load(std::memory_order_acquire);
-  }
   op->submit_ns = base::SteadyNowNs();
-  s->Submit(op);
+  return op;
+}
+
+// Queues a call whose arguments are all self-contained values.
+template <ApiId kId, typename Real, typename... Args>
+CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
+                       uint64_t cost_hint_ns, Args... args) {
+  s->Submit(ByValueOp<kId, Real>(s, stream, cost_hint_ns, args...));
   return CUDA_SUCCESS;
 }
 
@@ -160,8 +151,7 @@ struct OrderedByValue {
     if (s->MayIssueDirect(stream, priority)) {
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    return SubmitByValue<kId, Real>(s, stream, nullptr, OrderedCostHintNs<kId>(args...), nullptr,
-                                    args...);
+    return SubmitByValue<kId, Real>(s, stream, OrderedCostHintNs<kId>(args...), args...);
   }
 };
 
@@ -185,20 +175,10 @@ template <ApiId kId, typename... Args>
 scheduler::StreamState* WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
   if constexpr (kHasArg<CUstream, Args...>) {
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
-    if (stream == nullptr) {
-      s->WaitLegacy(nullptr);
-      return nullptr;
-    }
-    s->WaitStream(stream);
-    if (stream->legacy) s->WaitContext(stream->context);
+    s->WaitBeforeSync(stream);
     return stream;
   } else if constexpr (kHasArg<CUevent, Args...>) {
-    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
-    if (scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire)) {
-      s->WaitStream(recorder);
-    }
-    // Destroying (or timing) an event that queued waits still name would break them.
-    if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
+    s->WaitEvent(FirstArg<CUevent>(args...));
     return nullptr;
   } else {
     // Synchronous copies and sets, frees, unloads: they follow all earlier work.

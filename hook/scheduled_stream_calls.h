@@ -21,25 +21,19 @@ struct EventRecordInterceptor {
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
-    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
-    // A queued wait on the event's previous record must be issued before the event is recorded
-    // again (rare: pooled events are re-recorded after their waits ran).
-    if (event->queued_waits.load(std::memory_order_acquire) > 0) s->WaitAll();
-    scheduler::StreamState* stream =
-        StreamOfCall<kId>(s, args...);
-    if (MustRunInline(s, stream)) {
-      // Recorded now: a later wait need not wait for a queue.
-      event->last_record.store(nullptr, std::memory_order_release);
-      return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
-    }
+    scheduler::Scheduler::EventState* event = s->BeginRecord(FirstArg<CUevent>(args...));
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     const int priority = s->EffectivePriority(stream);
+    if (MustRunInline(s, stream)) {
+      s->EndRecord(event, nullptr);  // recorded now: a later wait follows no queue
+      return RunInline<kId>(s, stream, priority, real, args...);
+    }
     if (s->MayIssueDirect(stream, priority)) {
-      event->last_record.store(nullptr, std::memory_order_release);  // nothing to wait for
+      s->EndRecord(event, nullptr);
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    const CUresult r =
-        SubmitByValue<kId, Real>(s, stream, nullptr, kSignalCostHintNs, nullptr, args...);
-    event->last_record.store(stream, std::memory_order_release);
+    const CUresult r = SubmitByValue<kId, Real>(s, stream, kSignalCostHintNs, args...);
+    s->EndRecord(event, stream);
     return r;
   }
 };
@@ -51,20 +45,20 @@ struct StreamWaitEventInterceptor {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
     scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
-    scheduler::StreamState* recorder = event->last_record.load(std::memory_order_acquire);
-    scheduler::StreamState* stream =
-        StreamOfCall<kId>(s, args...);
-    if (MustRunInline(s, stream)) {
-      if (recorder != nullptr) s->WaitStream(recorder);
-      return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
-    }
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     const int priority = s->EffectivePriority(stream);
-    if ((recorder == nullptr || !recorder->HasUnissued()) && s->MayIssueDirect(stream, priority)) {
+    if (MustRunInline(s, stream)) {
+      s->WaitRecord(event);
+      return RunInline<kId>(s, stream, priority, real, args...);
+    }
+    scheduler::StreamState* recorder = s->RecordToFollow(event);
+    if (recorder == nullptr && s->MayIssueDirect(stream, priority)) {
       return IssueDirect<kId>(s, stream, priority, real, args...);
     }
-    event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
-    return SubmitByValue<kId, Real>(s, stream, recorder, kSignalCostHintNs, &event->queued_waits,
-                                    args...);
+    scheduler::Op* op = ByValueOp<kId, Real>(s, stream, kSignalCostHintNs, args...);
+    s->QueueWaitOn(event, recorder, op);
+    s->Submit(op);
+    return CUDA_SUCCESS;
   }
 };
 
@@ -101,7 +95,7 @@ struct HostCopyInterceptor {
       pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
     }
     if (pageable) return RunInline<kId>(s, stream, priority, real, args...);
-    return SubmitByValue<kId, Real>(s, stream, nullptr, CopyCostHintNs(bytes), nullptr, args...);
+    return SubmitByValue<kId, Real>(s, stream, CopyCostHintNs(bytes), args...);
   }
 };
 

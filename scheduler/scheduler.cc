@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -283,6 +284,28 @@ void Scheduler::WaitLegacy(CUcontext context) {
   for (StreamState* s : Streams(context, /*legacy_only=*/true)) WaitStream(s);
 }
 
+void Scheduler::WaitBeforeInline(StreamState* stream) {
+  if (stream == nullptr) {
+    WaitLegacy(nullptr);
+    return;
+  }
+  WaitStream(stream);
+  if (stream->legacy) {
+    WaitContext(stream->context);
+  } else if (stream->blocking) {
+    WaitLegacy(stream->context);
+  }
+}
+
+void Scheduler::WaitBeforeSync(StreamState* stream) {
+  if (stream == nullptr) {
+    WaitLegacy(nullptr);
+    return;
+  }
+  WaitStream(stream);
+  if (stream->legacy) WaitContext(stream->context);
+}
+
 CUresult Scheduler::TakeDeferredError(StreamState* stream) {
   if (stream->deferred_error.load(std::memory_order_acquire) == CUDA_SUCCESS) return CUDA_SUCCESS;
   return static_cast<CUresult>(
@@ -325,7 +348,55 @@ void Scheduler::ForgetEvent(CUevent event) {
   EventShard& shard = ShardFor(event);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.events.find(event);
-  if (it != shard.events.end()) it->second->last_record.store(nullptr, std::memory_order_release);
+  if (it != shard.events.end()) it->second->queued_record.store(nullptr, std::memory_order_release);
+}
+
+Scheduler::EventState* Scheduler::BeginRecord(CUevent event) {
+  EventState* state = Event(event);
+  // Rare: applications pool their events and re-record one only after its waits ran.
+  if (state->queued_waits.load(std::memory_order_acquire) > 0) WaitAll();
+  return state;
+}
+
+void Scheduler::EndRecord(EventState* event, StreamState* stream) {
+  // Read after the record was queued: other threads' ops on the stream may be counted too, which
+  // only makes a wait follow a little more of the stream.
+  event->record_position.store(
+      stream != nullptr ? stream->submitted.load(std::memory_order_acquire) : 0,
+      std::memory_order_relaxed);
+  event->queued_record.store(stream, std::memory_order_release);
+}
+
+StreamState* Scheduler::RecordToFollow(const EventState* event) const {
+  StreamState* recorder = event->queued_record.load(std::memory_order_acquire);
+  if (recorder == nullptr) return nullptr;
+  const uint64_t position = event->record_position.load(std::memory_order_relaxed);
+  return recorder->issued.load(std::memory_order_acquire) < position ? recorder : nullptr;
+}
+
+void Scheduler::QueueWaitOn(EventState* event, StreamState* recorder, Op* op) {
+  event->queued_waits.fetch_add(1, std::memory_order_acq_rel);
+  op->issued_counter = &event->queued_waits;
+  if (recorder != nullptr && recorder != op->stream) {
+    op->depends_on = recorder;
+    // Never past what the stream has queued (two threads recording one event at once may pair a
+    // position with the other's stream): a wait can then never wait for ops that do not exist.
+    op->depends_on_count =
+        std::min(event->record_position.load(std::memory_order_relaxed),
+                 recorder->submitted.load(std::memory_order_acquire));
+  }
+}
+
+void Scheduler::WaitRecord(const EventState* event) {
+  if (StreamState* recorder = event->queued_record.load(std::memory_order_acquire)) {
+    WaitStream(recorder);
+  }
+}
+
+void Scheduler::WaitEvent(CUevent event) {
+  EventState* state = Event(event);
+  WaitRecord(state);
+  if (state->queued_waits.load(std::memory_order_acquire) > 0) WaitAll();
 }
 
 void Scheduler::EnterCapture() {

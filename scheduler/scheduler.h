@@ -76,6 +76,14 @@ class Scheduler {
   // Before work that bypasses the queues on the per-thread stream of `context` (or a stream of
   // unknown context): the legacy stream's queued work must be issued first.
   void WaitLegacy(CUcontext context);
+  // Before stream work runs on its caller's thread (inline): everything CUDA orders it after is
+  // issued, i.e. the stream's queue and, by CUDA's implicit legacy-stream order, every blocking
+  // stream's of its context (the legacy stream) or the legacy stream's (a blocking stream).
+  // `stream` null: a stream gpuprio does not queue (the per-thread stream): the legacy stream's.
+  void WaitBeforeInline(StreamState* stream);
+  // Before a synchronize or query of `stream`: what it covers is issued (its queue; for the
+  // legacy stream, also every blocking stream's of its context). Null: as for WaitBeforeInline.
+  void WaitBeforeSync(StreamState* stream);
 
   // The first deferred error of the stream (or of any stream of the context), cleared.
   CUresult TakeDeferredError(StreamState* stream);
@@ -85,15 +93,37 @@ class Scheduler {
   // the stream is never matched again (its state is kept).
   void ForgetStream(CUstream stream);
 
-  // Event records on scheduled streams, for waits and event syncs, and the waits on each event
-  // still queued: a new record of the event must not overtake them.
-  struct EventState {
-    std::atomic<StreamState*> last_record{nullptr};
+  // Event record -> wait order. A record queued on a stream makes each later wait on the event
+  // (and each sync of it) follow that stream's ops up to the record; a record issued by its
+  // caller leaves nothing to follow. A wait that is queued in turn is counted until it issues: a
+  // new record of the event must not overtake it, nor may the event be destroyed under it.
+  class EventState {
+   private:
+    friend class Scheduler;
+    std::atomic<StreamState*> queued_record{nullptr};
+    // The record's position in its stream (StreamState::submitted once it was queued): a wait
+    // follows the ops up to it, not those queued on the stream after it.
+    std::atomic<uint64_t> record_position{0};
     std::atomic<int> queued_waits{0};
   };
   // The event's state (created on first use; never freed, so ops may point at it).
   EventState* Event(CUevent event);
   void ForgetEvent(CUevent event);
+  // Before recording `event`: its state, once the waits queued on its previous record issued.
+  EventState* BeginRecord(CUevent event);
+  // The record was issued now by its caller (null `stream`), or queued on `stream`.
+  void EndRecord(EventState* event, StreamState* stream);
+  // For a wait on the event: the stream whose queued ops up to the record it must follow, or
+  // null when the record is issued (or there was none).
+  StreamState* RecordToFollow(const EventState* event) const;
+  // A wait on the event is about to be queued as `op`, after `recorder`'s ops submitted so far
+  // (RecordToFollow; null: none); counted until the dispatcher issues it.
+  void QueueWaitOn(EventState* event, StreamState* recorder, Op* op);
+  // Before a wait on the event that runs on its caller: its queued record is issued.
+  void WaitRecord(const EventState* event);
+  // Before a sync, query, timing or destroy of the event: its record and the waits queued on it
+  // are issued.
+  void WaitEvent(CUevent event);
 
   // While any stream capture is active every stream op runs inline (capture semantics span
   // threads and streams; graphs copy their own arguments), and the dispatchers are stopped: work

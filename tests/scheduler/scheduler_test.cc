@@ -1,0 +1,336 @@
+// The Scheduler in process, against scripted driver functions (no fake libcuda, no hook): the
+// ordering rules it owns. Per-stream FIFO across threads and priorities, the legacy stream's
+// implicit order, event record -> wait with priority inheritance past the budget, backpressure
+// on a thread that runs ahead, and the stop/restart around a stream capture.
+#include "scheduler/scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "catch2/catch.hpp"
+#include "scheduler/base/clock.h"
+#include "scheduler/op_pool.h"
+
+namespace {
+
+using gpuprio::scheduler::DriverFunctions;
+using gpuprio::scheduler::Op;
+using gpuprio::scheduler::OpPool;
+using gpuprio::scheduler::Scheduler;
+using gpuprio::scheduler::SchedulerOptions;
+using gpuprio::scheduler::StreamState;
+
+// The scripted GPU. Work completes (its completion events report done) only while
+// `g_gpu_progresses` is set: a stalled GPU keeps in-flight work in flight, so the budget holds
+// lower-priority work back. Every issued op is logged as (stream handle, tag).
+std::atomic<bool> g_gpu_progresses{true};
+
+struct Issued {
+  uintptr_t stream;
+  int tag;
+};
+absl::Mutex g_log_mu;
+std::vector<Issued> g_log ABSL_GUARDED_BY(g_log_mu);
+
+std::vector<Issued> Log() {
+  absl::MutexLock lock(&g_log_mu);
+  return g_log;
+}
+
+// Handles: odd ones are blocking streams, even ones CU_STREAM_NON_BLOCKING. Each test case uses
+// handles of its own (the scheduler's per-thread stream cache outlives a test's scheduler).
+constexpr uintptr_t kContext = 0x1000;
+
+CUresult SetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult GetCurrent(CUcontext* c) {
+  *c = reinterpret_cast<CUcontext>(kContext);
+  return CUDA_SUCCESS;
+}
+CUresult GetDevice(CUdevice* d) {
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult Flags(CUstream s, unsigned int* f) {
+  *f = (reinterpret_cast<uintptr_t>(s) & 1) != 0 ? 0 : CU_STREAM_NON_BLOCKING;
+  return CUDA_SUCCESS;
+}
+CUresult Priority(CUstream, int* p) {
+  *p = 0;
+  return CUDA_SUCCESS;
+}
+std::atomic<uintptr_t> g_next_event{0x100000};
+CUresult EventCreate(CUevent* e, unsigned int) {
+  *e = reinterpret_cast<CUevent>(g_next_event.fetch_add(16));
+  return CUDA_SUCCESS;
+}
+CUresult EventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult EventQuery(CUevent) {
+  return g_gpu_progresses.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult Elapsed(float* ms, CUevent, CUevent) {
+  *ms = 1.0f;
+  return CUDA_SUCCESS;
+}
+CUresult EventDestroy(CUevent) { return CUDA_SUCCESS; }
+
+DriverFunctions ScriptedDriver() {
+  DriverFunctions d;
+  d.ctx_set_current = &SetCurrent;
+  d.ctx_get_current = &GetCurrent;
+  d.ctx_get_device = &GetDevice;
+  d.stream_get_flags = &Flags;
+  d.stream_get_priority = &Priority;
+  d.event_create = &EventCreate;
+  d.event_record = &EventRecord;
+  d.event_query = &EventQuery;
+  d.event_elapsed_time = &Elapsed;
+  d.event_destroy = &EventDestroy;
+  return d;
+}
+
+SchedulerOptions Options() {
+  SchedulerOptions o;
+  o.budget_ns = 1'000'000;
+  o.default_estimate_ns = 1'000'000;  // an unmeasured op fills the budget alone
+  o.direct_issue = false;             // every op through the dispatcher
+  o.stop_stall_timeout_ns = 200'000'000;
+  return o;
+}
+
+CUresult IssueLogged(Op& op) {
+  int tag = 0;
+  std::memcpy(&tag, op.args, sizeof(tag));
+  absl::MutexLock lock(&g_log_mu);
+  g_log.push_back({reinterpret_cast<uintptr_t>(op.stream->stream), tag});
+  return CUDA_SUCCESS;
+}
+
+const int kCostKey = 0;  // every test op shares one cost history
+
+Op* TaggedOp(StreamState* stream, int priority, int tag) {
+  Op* op = OpPool::ForThisThread().Take();
+  std::memcpy(op->args, &tag, sizeof(tag));
+  op->issue = &IssueLogged;
+  op->name = "test op";
+  op->stream = stream;
+  op->priority = priority;
+  op->cost_key = &kCostKey;
+  op->submit_ns = gpuprio::base::SteadyNowNs();
+  return op;
+}
+
+void Submit(Scheduler& s, StreamState* stream, int priority, int tag) {
+  s.Submit(TaggedOp(stream, priority, tag));
+}
+
+StreamState* Stream(Scheduler& s, uintptr_t handle) {
+  StreamState* state = s.Resolve(reinterpret_cast<CUstream>(handle), false);
+  REQUIRE(state != nullptr);
+  return state;
+}
+
+// Runs `wait` on another thread; true if it returned within `timeout`. The thread is joined
+// either way (the caller must make it return, e.g. by letting the GPU progress).
+class Waiter {
+ public:
+  template <typename F>
+  explicit Waiter(F wait) : thread_([this, wait] {
+      wait();
+      done_ = true;
+    }) {}
+  ~Waiter() { thread_.join(); }
+  bool DoneWithin(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!done_ && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return done_;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+void ResetGpu() {
+  g_gpu_progresses = true;
+  absl::MutexLock lock(&g_log_mu);
+  g_log.clear();
+}
+
+TEST_CASE("Each stream's ops issue in submission order, across threads and priorities",
+          "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  constexpr int kThreads = 4;
+  constexpr int kOps = 300;
+  std::vector<std::thread> threads;
+  std::vector<StreamState*> streams(kThreads);
+  for (int t = 0; t < kThreads; ++t) streams[t] = Stream(s, 0x3001 + 2 * t);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Priorities change from op to op: a stream's order is its submission order regardless.
+      for (int i = 0; i < kOps; ++i) Submit(s, streams[t], (i * 7 + t) % 3 - 1, i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  s.WaitAll();
+  std::vector<int> next(kThreads, 0);
+  for (const Issued& e : Log()) {
+    const int t = static_cast<int>((e.stream - 0x3001) / 2);
+    REQUIRE(t >= 0);
+    REQUIRE(t < kThreads);
+    CHECK(e.tag == next[t]);
+    next[t] = e.tag + 1;
+  }
+  for (int t = 0; t < kThreads; ++t) CHECK(next[t] == kOps);
+}
+
+TEST_CASE("Work on the legacy stream follows the blocking streams' queued work", "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  StreamState* high = Stream(s, 0x4002);
+  StreamState* blocking = Stream(s, 0x4001);
+  StreamState* legacy = s.Resolve(nullptr, false);
+  REQUIRE(legacy != nullptr);
+  REQUIRE(legacy->legacy);
+  // A high op that never completes keeps the low level on its budget: one low op in flight.
+  g_gpu_progresses = false;
+  Submit(s, high, 1, 0);
+  for (int i = 0; i < 5; ++i) Submit(s, blocking, -1, i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(blocking->HasUnissued());
+  {
+    // Inline work on the legacy stream must wait for the blocking stream's held ops.
+    Waiter inline_on_legacy([&] { s.WaitBeforeInline(legacy); });
+    CHECK_FALSE(inline_on_legacy.DoneWithin(std::chrono::milliseconds(100)));
+    g_gpu_progresses = true;
+    CHECK(inline_on_legacy.DoneWithin(std::chrono::seconds(20)));
+  }
+  CHECK_FALSE(blocking->HasUnissued());
+  // And inline work on a blocking stream follows the legacy stream's queue.
+  g_gpu_progresses = false;
+  Submit(s, high, 1, 1);
+  for (int i = 0; i < 5; ++i) Submit(s, legacy, -1, 100 + i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(legacy->HasUnissued());
+  {
+    Waiter inline_on_blocking([&] { s.WaitBeforeInline(blocking); });
+    CHECK_FALSE(inline_on_blocking.DoneWithin(std::chrono::milliseconds(100)));
+    g_gpu_progresses = true;
+    CHECK(inline_on_blocking.DoneWithin(std::chrono::seconds(20)));
+  }
+  CHECK_FALSE(legacy->HasUnissued());
+}
+
+TEST_CASE("A wait on an event follows its queued record, which inherits the waiter's priority",
+          "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  StreamState* low = Stream(s, 0x5002);
+  StreamState* high = Stream(s, 0x5004);
+  const CUevent event = reinterpret_cast<CUevent>(0x5555);
+  // The GPU stalls with a high op in flight: low work is held by the budget.
+  g_gpu_progresses = false;
+  Submit(s, high, 1, 0);
+  for (int i = 0; i < 4; ++i) Submit(s, low, -1, i);
+  Scheduler::EventState* state = s.BeginRecord(event);
+  Submit(s, low, -1, 4);  // the record
+  s.EndRecord(state, low);
+  Submit(s, low, -1, 5);  // after the record: the wait must not pull it forward
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(low->HasUnissued());
+  StreamState* recorder = s.RecordToFollow(state);
+  CHECK(recorder == low);
+  Op* wait = TaggedOp(high, 1, 1);
+  s.QueueWaitOn(state, recorder, wait);
+  s.Submit(wait);
+  Submit(s, high, 1, 2);
+  {
+    // The high stream's wait issues although the GPU completes nothing: the low ops up to the
+    // record inherit its priority and skip the budget.
+    Waiter high_issued([&] { s.WaitStream(high); });
+    CHECK(high_issued.DoneWithin(std::chrono::seconds(20)));
+    const std::vector<Issued> log = Log();
+    int record_at = -1, wait_at = -1, after_record_at = -1;
+    for (int i = 0; i < static_cast<int>(log.size()); ++i) {
+      if (log[i].stream == 0x5002 && log[i].tag == 4) record_at = i;
+      if (log[i].stream == 0x5002 && log[i].tag == 5) after_record_at = i;
+      if (log[i].stream == 0x5004 && log[i].tag == 1) wait_at = i;
+    }
+    CHECK(record_at >= 0);
+    CHECK(wait_at > record_at);
+    CHECK(after_record_at == -1);  // still held: only the record's predecessors were inherited
+    g_gpu_progresses = true;
+  }
+  // A later record issued by its caller leaves nothing to follow.
+  s.WaitAll();
+  CHECK(s.RecordToFollow(state) == nullptr);
+  s.EndRecord(s.BeginRecord(event), nullptr);
+  CHECK(s.RecordToFollow(state) == nullptr);
+}
+
+TEST_CASE("A thread that runs ahead of its stream's issue waits, and resumes as work issues",
+          "[scheduler]") {
+  ResetGpu();
+  SchedulerOptions options = Options();
+  options.max_queued_per_stream = 8;
+  Scheduler s(options, ScriptedDriver());
+  StreamState* high = Stream(s, 0x6002);
+  StreamState* low = Stream(s, 0x6004);
+  g_gpu_progresses = false;
+  Submit(s, high, 1, 0);
+  std::atomic<int> submitted{0};
+  {
+    Waiter producer([&] {
+      for (int i = 0; i < 40; ++i) {
+        Submit(s, low, -1, i);
+        ++submitted;
+      }
+    });
+    CHECK_FALSE(producer.DoneWithin(std::chrono::milliseconds(200)));
+    // Bounded: at most the limit queued (plus the op whose submit is waiting) while nothing
+    // issues.
+    CHECK(submitted.load() <= static_cast<int>(options.max_queued_per_stream) + 2);
+    g_gpu_progresses = true;
+    CHECK(producer.DoneWithin(std::chrono::seconds(20)));
+  }
+  s.WaitStream(low);
+  int next = 0;
+  for (const Issued& e : Log()) {
+    if (e.stream != 0x6004) continue;
+    CHECK(e.tag == next);
+    ++next;
+  }
+  CHECK(next == 40);
+}
+
+TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
+          "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  StreamState* stream = Stream(s, 0x7002);
+  for (int i = 0; i < 10; ++i) Submit(s, stream, 0, i);
+  s.EnterCapture();
+  CHECK(s.CaptureActive());
+  CHECK_FALSE(stream->HasUnissued());  // issued before the driver may begin capturing
+  CHECK(Log().size() == 10);
+  // While capturing nothing is queued: stream work runs on its caller.
+  CHECK(s.Resolve(reinterpret_cast<CUstream>(0x7002), false) == nullptr);
+  s.LeaveCapture();
+  CHECK_FALSE(s.CaptureActive());
+  StreamState* again = s.Resolve(reinterpret_cast<CUstream>(0x7002), false);
+  REQUIRE(again == stream);
+  for (int i = 10; i < 20; ++i) Submit(s, again, 0, i);
+  s.WaitStream(again);
+  const std::vector<Issued> log = Log();
+  REQUIRE(log.size() == 20);
+  for (int i = 0; i < 20; ++i) CHECK(log[i].tag == i);
+}
+
+}  // namespace
