@@ -26,7 +26,8 @@
 #                       bit-identical outputs, a green context and confined ops     [~2.5 min]
 #   iso_two_process_mps two processes under MPS, L 0.2/2/20/100 ms, isolation active [~4.5 min, cap 5.5]
 #   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
-#                       two processes, isolation active, 3 rounds (run_torch_bench.sh) [~5 min, cap 7.5]
+#                       two processes under MPS (isolation across processes needs it), isolation
+#                       active, 3 rounds (run_torch_bench.sh --mps; root)          [~5 min, cap 7.5]
 # In three device calls of at most 9 minutes (timeout_s 560; carry .gpu):
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
 #   2: bash tests/gpu/run_suite.sh $OUT iso_reserved iso_sparse isolated          (~7.5 min)
@@ -63,7 +64,8 @@ for step in "$@"; do
     isolated) GPUPRIO_ISOLATION=force GPUPRIO_CHECK_MODE=schedule bash tests/gpu/run_interception_check.sh "$dir" ;;
     iso_two_process_mps) LOW_MS="0.2 2 20 100" BENCH_BUDGET=300 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                            bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
-    iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_torch_bench.sh "$dir" ;;
+    iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
+                 bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?

@@ -2,7 +2,7 @@
 # PyTorch two-process benchmark (docs/benchmarks.md), run ON the GPU machine from the repo root, after
 # tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
 #
-#   bash tools/bench/run_torch_bench.sh "$OUT" [--native-only]
+#   bash tools/bench/run_torch_bench.sh "$OUT" [--mps] [--native-only]
 #
 # high = ResNet-18 batch 1 fp16 inference, requests released open loop at RATE (20) per second;
 # low = ResNet-50 batch LOW_BATCH (1024) fp16 inference back to back (tools/bench/torch_two_process.py
@@ -18,20 +18,33 @@
 # python has it, otherwise the script's own ResNet definitions (the same architecture): the
 # preflight says which, and so does every result.
 #
+# --mps (as root): every process, the preflight and both processes of every run (alone, low-alone,
+# native, gpuprio) included, is a client of an MPS control daemon of the script's own, started
+# before the preflight and quit on every way out (tools/bench/mps_daemon.sh, shared with
+# run_two_process_bench.sh); the daemon's output and log go to OUT. Without MPS the two processes
+# are time-sliced, so spatial isolation (GPUPRIO_ISOLATION) cannot act across them.
+#
 # Every process has its own process group and a timeout (TORCH_TIMEOUT, default 90 s: loading torch
 # and the model takes 5-15 s, a high run ~20 s of requests); a failing or hanging run is recorded,
 # not fatal, and what is left of it is killed before the next run. After gpuprio runs have timed
 # out twice the rest are skipped, and once the runs have taken TORCH_BUDGET seconds (default 420)
 # every remaining run is skipped, so the script ends inside one 10-minute device call (normally
 # 4-6 minutes).
-# Writes OUT/torch_two_process.json (every run, pooled percentiles, ratios) and
-# OUT/torch_two_process.txt (the table). Exit 0 when every native run succeeded.
+# Writes OUT/torch_two_process[_mps].json (every run, pooled percentiles, ratios),
+# OUT/torch_two_process[_mps].txt (the table, with a last line saying whether it ran under MPS) and
+# OUT/torch_two_process[_mps]_runs.jsonl (the records as written). Exit 0 when every native run
+# succeeded.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
 # TORCH_ARGS (more flags for both processes, e.g. "--dtype fp32" or "--impl builtin"), BENCH_GPUPRIO_ENV
 # (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh"
+mps=0
+rest=()
+for arg in "$@"; do
+  if [[ "$arg" == --mps ]]; then mps=1; else rest+=("$arg"); fi
+done
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
 script="$repo/tools/bench/torch_two_process.py"
 rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-340}"
@@ -43,17 +56,29 @@ budget="${TORCH_BUDGET:-420}"
 read -r -a targs <<<"${TORCH_ARGS:-}"
 # More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
 read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+name=torch_two_process
+((mps)) && name=torch_two_process_mps
 
 need_lib
 runs="$work/runs.jsonl"
 : >"$runs"
 export PYTHONUNBUFFERED=1
 source "$repo/tools/bench/bench_procs.sh"
-trap 'procs_cleanup; remove_segments "gpbench_torch_$$_"' EXIT
+source "$repo/tools/bench/mps_daemon.sh"
+# Whatever ends the script, no process group of ours and no MPS daemon stays behind.
+cleanup() {
+  procs_cleanup
+  remove_segments "gpbench_torch_$$_"
+  mps_stop
+}
+trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM HUP
 
+# Before the preflight, so that it also shows whether torch gets a GPU through the daemon.
+((mps)) && mps_start "$out" "$name"
+
 # What this python has: torch, CUDA, torchvision (or not, and then the builtin models).
-say "preflight: $py"
+say "preflight: $py$( ((mps)) && echo " (under MPS)")"
 timeout -k 5 120 env -u LD_PRELOAD "$py" - >"$out/torch_preflight.txt" 2>&1 <<'PY'
 import sys
 print("python", sys.version.split()[0])
@@ -153,9 +178,15 @@ for ((r = 1; r <= rounds; r++)); do
 done
 say "all runs took $((SECONDS - start)) s"
 
-"$py" "$script" report "$runs" "$out/torch_two_process.json" "$out/torch_two_process.txt"
+"$py" "$script" report "$runs" "$out/$name.json" "$out/$name.txt"
 rc=$?
-((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/torch_two_process.txt"
-cp "$runs" "$out/torch_two_process_runs.jsonl"
-cat "$out/torch_two_process.txt" 2>/dev/null
+((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
+# The records carry no MPS field: the table says it, as well as the file names.
+if ((mps)); then
+  echo "every process ran under MPS (a control daemon of the script's own)" >>"$out/$name.txt"
+else
+  echo "no MPS: the two processes were time-sliced" >>"$out/$name.txt"
+fi
+cp "$runs" "$out/${name}_runs.jsonl"
+cat "$out/$name.txt" 2>/dev/null
 exit "$rc"

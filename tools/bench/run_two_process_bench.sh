@@ -28,7 +28,8 @@
 #
 # --mps: starts an MPS control daemon (as root) with CUDA_MPS_PIPE_DIRECTORY and
 # CUDA_MPS_LOG_DIRECTORY under a fresh /tmp directory, exported to every process, runs the same
-# matrix, and quits the daemon on every way out (trap EXIT); the daemon's log goes to OUT.
+# matrix, and quits the daemon on every way out (trap EXIT); the daemon's log goes to OUT
+# (tools/bench/mps_daemon.sh, shared with run_torch_bench.sh).
 #
 # Every process has its own process group and a timeout; a failing or hanging run is recorded, not
 # fatal, and whatever is left of it is killed before the next run. After gpuprio runs have timed
@@ -71,63 +72,18 @@ need_lib
 runs="$work/runs.jsonl"
 : >"$runs"
 
-# --- MPS: our own daemon, and it never outlives the script. ---
-mps_daemons_before=""
-# The MPS control daemon and server: both names are cut to "nvidia-cuda-mps" (15 characters) in
-# the kernel's process name, which is what pgrep -x compares.
-mps_pids() { pgrep -x nvidia-cuda-mps 2>/dev/null | tr '\n' ' '; }
-stop_mps() {
-  ((mps)) || return 0
-  [[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]] || return 0
-  {
-    echo "--- get_server_list before quit:"
-    echo get_server_list | timeout 10 nvidia-cuda-mps-control 2>&1
-    echo "--- quit:"
-    echo quit | timeout 10 nvidia-cuda-mps-control 2>&1
-  } >>"$out/${name}_mps_control.txt" 2>&1
-  # The daemon and its server are ours if they were not there before we started one: wait for
-  # them to go, and kill by pid only those still there after that.
-  local pid left=""
-  for _ in $(seq 1 50); do
-    left=""
-    for pid in $(mps_pids); do
-      grep -qw "$pid" <<<"$mps_daemons_before" || left+=" $pid"
-    done
-    [[ -z "$left" ]] && break
-    sleep 0.2
-  done
-  if [[ -n "$left" ]]; then
-    say "MPS processes still there 10 s after quit:$left; killing them"
-    for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
-  fi
-  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/${name}_mps_log" 2>/dev/null
-  say "MPS daemon stopped$([[ -n "$left" ]] && echo " (killed:$left)")"
-  CUDA_MPS_PIPE_DIRECTORY=""
-}
 source "$repo/tools/bench/bench_procs.sh"
+source "$repo/tools/bench/mps_daemon.sh"
 # Whatever ends the script, no process group of ours and no MPS daemon stays behind.
 cleanup() {
   procs_cleanup
   remove_segments "gpbench_$$_"
-  stop_mps
+  mps_stop
 }
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM HUP
 
-if ((mps)); then
-  [[ "$(id -u)" == 0 ]] || { say "error: --mps must run as root (the MPS control daemon)"; exit 1; }
-  command -v nvidia-cuda-mps-control >/dev/null || { say "error: nvidia-cuda-mps-control not found"; exit 1; }
-  mps_daemons_before="$(mps_pids)"
-  [[ -n "$mps_daemons_before" ]] && say "warning: MPS processes already running (pids $mps_daemons_before); starting our own daemon anyway"
-  mps_root="$(mktemp -d /tmp/gpuprio_mps.XXXXXX)"
-  export CUDA_MPS_PIPE_DIRECTORY="$mps_root/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_root/log"
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if ! nvidia-cuda-mps-control -d >"$out/${name}_mps_control.txt" 2>&1; then
-    say "error: nvidia-cuda-mps-control -d failed: $(tail -n 3 "$out/${name}_mps_control.txt")"
-    exit 1
-  fi
-  say "MPS control daemon started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
-fi
+((mps)) && mps_start "$out" "$name"
 
 cycles_args=()
 common=(--releases "$releases" --warmup "$warmup" --max-seconds "$max_seconds" "${low_shape[@]}" "${extra[@]}")

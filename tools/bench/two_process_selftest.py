@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
 """Checks the two-process benchmarks' record and report code on synthetic results, without a GPU
 or torch: two_process_report.py (run_two_process_bench.sh) and the record/report half of
-torch_two_process.py (run_torch_bench.sh). Prints one line per check and 'N passed, N failed'.
+torch_two_process.py (run_torch_bench.sh). Then runs both runners end to end, with and without
+--mps, in a scratch copy of the scripts with stand-ins for the CUDA programs and for
+nvidia-cuda-mps-control (mps_daemon.sh): every process of an --mps run must find the stand-in
+daemon alive, and the daemon must be gone when the runner is. Prints one line per check and
+'N passed, N failed'.
 
 usage: python3 tools/bench/two_process_selftest.py
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
 results = []
 
 
 def check(name, cond, detail=""):
     results.append(bool(cond))
-    print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % detail))
+    print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % (detail,)))
 
 
 def run(args, stdin=None):
@@ -184,10 +190,257 @@ def torch_part(d):
     check("torch report: table", "gpuprio" in txt and "low-alone" in txt and "builtin" in txt, txt)
 
 
+# --- The runners end to end, with and without --mps ---
+
+# Every stand-in CUDA process appends "ROLE PID-OF-THE-MPS-DAEMON-IT-FOUND" (or "none") to
+# $STANDIN_SEEN; with STANDIN_WANT_MPS=1 one that finds no live daemon fails.
+MPS_CHECK = r"""
+def mps_daemon(role):
+    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "")
+    try:
+        pid = int(open(os.path.join(pipe, "daemon.pid")).read()) if pipe else 0
+        os.kill(pid, 0)
+        st = open("/proc/%d/stat" % pid).read().rsplit(") ", 1)[1].split()[0]
+        found = str(pid) if st != "Z" else "none"
+    except (OSError, ValueError):
+        found = "none"
+    with open(os.environ["STANDIN_SEEN"], "a") as fh:
+        fh.write("%s %s\n" % (role, found))
+    if os.environ.get("STANDIN_WANT_MPS") == "1" and found == "none":
+        print("stand-in: no MPS daemon (pipe %r)" % pipe, file=sys.stderr)
+        sys.exit(1)
+"""
+
+# .gpu/interference in its two-process roles: the low process of a pair runs until the stop file.
+INTERFERENCE = r"""#!/usr/bin/env python3
+import json, os, sys, time
+""" + MPS_CHECK + r"""
+a = sys.argv[1:]
+def opt(name, default):
+    return type(default)(a[a.index(name) + 1]) if name in a else default
+role, low = opt("--role", "high"), opt("--low-ms", 0.0)
+mps_daemon(role)
+pre = "gpuprio" in os.environ.get("LD_PRELOAD", "")
+js = {"bench": "interference", "ok": True, "role": role, "low_ms": low, "period_ms": 10, "chain": 20, "high_us": 50,
+      "sms": 132, "device": "Stand-in H100", "cycles_per_us": opt("--cycles-per-us", 1980.0), "low_batch": 20,
+      "low_blocks_per_sm": 2, "low_threads": 1024, "low_fill": "smem", "low_smem_per_block": 116736,
+      "low_resident_blocks_per_sm": 2, "preloaded": pre, "env_priority": os.environ.get("GPUPRIO_PRIORITY", ""),
+      "error": ""}
+if role == "high":
+    js.update(high_p50_ms=1.0, high_p99_ms=1.5, high_mean_ms=1.0, high_max_ms=2.0,
+              low_kernels_per_s=(900.0 / low if low else 0))
+else:
+    stop, deadline = opt("--stop-file", ""), time.time() + opt("--seconds", 5.0)
+    while stop and not os.path.exists(stop) and time.time() < deadline:
+        time.sleep(0.05)
+    js.update(low_own_per_s=1000.0 / low, low_stopped_by="stop-file" if stop and os.path.exists(stop) else "seconds")
+print(json.dumps(js))
+"""
+
+# $PYTHON for run_torch_bench.sh: the preflight ("-") and torch_two_process.py high / low are
+# answered here (no torch); record, brief and report run for real.
+TORCH_PYTHON = r"""#!/usr/bin/env python3
+import json, os, sys, time
+""" + MPS_CHECK + r"""
+a = sys.argv[1:]
+if a[:1] == ["-"]:
+    sys.stdin.read()
+    mps_daemon("preflight")
+    print("python stand-in\ntorch stand-in CUDA 12.x available True")
+    sys.exit(0)
+if len(a) < 2 or not a[0].endswith("torch_two_process.py") or a[1] not in ("high", "low"):
+    os.execv(sys.executable, [sys.executable] + a)
+role = a[1]
+def opt(name, default):
+    return type(default)(a[a.index(name) + 1]) if name in a else default
+mps_daemon(role)
+res = {"ok": True, "error": "", "role": role, "preloaded": "gpuprio" in os.environ.get("LD_PRELOAD", ""),
+       "env_priority": os.environ.get("GPUPRIO_PRIORITY", ""), "impl": "builtin", "torch": "stand-in",
+       "device": "Stand-in H100", "dtype": "fp16", "image_size": 224}
+if role == "high":
+    lat = [2.0 + 0.01 * (i % 100) for i in range(100)]
+    res.update(model="resnet18", latency_ms=lat, p50_ms=2.5, p99_ms=2.99, requests=100, requests_done=100,
+               rate_per_s=20)
+    if "--peer" in a:
+        res.update(low_images_per_s=9000.0, low_batches_in_window=3)
+else:
+    stop, deadline = opt("--stop-file", ""), time.time() + opt("--seconds", 5.0)
+    while stop and not os.path.exists(stop) and time.time() < deadline:
+        time.sleep(0.05)
+    res.update(model="resnet50", batch=1024, own_images_per_s=10000.0,
+               stopped_by="stop-file" if stop and os.path.exists(stop) else "seconds")
+with open(opt("--result", ""), "w") as fh:
+    json.dump(res, fh)
+"""
+
+# nvidia-cuda-mps-control: -d starts a "daemon" (a process named like the real one's,
+# nvidia-cuda-mps, which is what mps_daemon.sh looks for) under a keeper that reaps it (a container's
+# pid 1 may not), and writes its pid into the pipe directory; "quit" on stdin ends it, unless
+# STANDIN_MPS_STUCK=1; STANDIN_MPS_FAIL=1 makes -d fail.
+MPS_CONTROL = r"""#!/usr/bin/env python3
+import os, signal, subprocess, sys, time
+pipe, logd = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", ""), os.environ.get("CUDA_MPS_LOG_DIRECTORY", "")
+if not (pipe and os.path.isdir(pipe) and logd and os.path.isdir(logd)):
+    print("stand-in mps control: no pipe or log directory"); sys.exit(1)
+pidf = os.path.join(pipe, "daemon.pid")
+def log(line):
+    with open(os.path.join(logd, "control.log"), "a") as fh:
+        fh.write(line + "\n")
+if sys.argv[1:] == ["-d"]:
+    if os.environ.get("STANDIN_MPS_FAIL") == "1":
+        print("stand-in mps control: cannot start"); sys.exit(1)
+    daemon = ("import os, signal, time\n"
+              "open('/proc/self/comm', 'w').write('nvidia-cuda-mps')\n"
+              "if os.environ.get('STANDIN_MPS_STUCK') == '1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "time.sleep(300)\n")
+    keeper = ("import subprocess, sys\n"
+              "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]])\n"
+              "open(sys.argv[2], 'w').write(str(p.pid))\n"
+              "p.wait()\n")
+    subprocess.Popen([sys.executable, "-c", keeper, daemon, pidf + ".tmp"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if os.path.exists(pidf + ".tmp") and open(pidf + ".tmp").read():
+            break
+        time.sleep(0.05)
+    os.replace(pidf + ".tmp", pidf)
+    log("started daemon " + open(pidf).read())
+    sys.exit(0)
+cmd = sys.stdin.read().strip()
+pid = int(open(pidf).read())
+if cmd == "get_server_list":
+    print(pid)
+elif cmd == "quit":
+    log("quit")
+    os.kill(pid, signal.SIGTERM)
+    print("quit sent")
+"""
+
+
+def write_exec(path, text):
+    with open(path, "w") as fh:
+        fh.write(text.replace("/usr/bin/env python3", sys.executable, 1))
+    os.chmod(path, 0o755)
+
+
+def scratch_repo(d):
+    """The scripts as they are here, .gpu/ with the stand-ins, and bin/ for PATH, in a tree of their own."""
+    root = os.path.join(d, "repo")
+    os.makedirs(os.path.join(root, "tools"))
+    shutil.copytree(HERE, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
+    os.makedirs(os.path.join(root, "tests", "gpu"))
+    shutil.copy(os.path.join(REPO, "tests", "gpu", "gpu_run_args.sh"), os.path.join(root, "tests", "gpu"))
+    os.makedirs(os.path.join(root, ".gpu"))
+    write_exec(os.path.join(root, ".gpu", "interference"), INTERFERENCE)
+    open(os.path.join(root, ".gpu", "libgpuprio.so"), "w").close()
+    bindir = os.path.join(root, "bin")
+    os.makedirs(bindir)
+    write_exec(os.path.join(bindir, "nvidia-cuda-mps-control"), MPS_CONTROL)
+    write_exec(os.path.join(bindir, "python"), TORCH_PYTHON)
+    # --mps needs root: to the runner whoever runs the self-test is, unless STANDIN_UID says otherwise.
+    with open(os.path.join(bindir, "id"), "w") as fh:
+        fh.write('#!/bin/sh\nif [ "$1" = -u ]; then echo "${STANDIN_UID:-0}"; else exec %s "$@"; fi\n'
+                 % (shutil.which("id") or "/usr/bin/id"))
+    os.chmod(os.path.join(bindir, "id"), 0o755)
+    return root
+
+
+def mps_pids():
+    p = subprocess.run(["pgrep", "-x", "nvidia-cuda-mps"], capture_output=True, text=True)
+    return set(p.stdout.split())
+
+
+def run_runner(root, d, script, tag, args, env):
+    """Runs a runner; returns its process, OUT, what each stand-in process found and the MPS
+    processes that are there now and were not before."""
+    out = os.path.join(d, "out_" + tag)
+    seen = os.path.join(d, "seen_" + tag)
+    open(seen, "w").close()
+    e = dict(os.environ, PATH=os.path.join(root, "bin") + os.pathsep + os.environ.get("PATH", ""),
+             STANDIN_SEEN=seen, ROUNDS="1")
+    for k in ("LD_PRELOAD", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        e.pop(k, None)
+    e.update(env)
+    before = mps_pids()
+    p = subprocess.run(["bash", os.path.join(root, "tools", "bench", script), out] + args, capture_output=True,
+                       text=True, env=e, timeout=240)
+    seen_lines = [l.split() for l in open(seen).read().splitlines()]
+    return p, out, seen_lines, mps_pids() - before
+
+
+def mps_runners(d):
+    root = scratch_repo(d)
+    tp = dict(PYTHON=sys.executable, LOW_MS="2", MAX_SECONDS="1", LOW_ALONE_SECONDS="1", PEER_WAIT="5")
+
+    p, out, seen, left = run_runner(root, d, "run_two_process_bench.sh", "tp_mps", ["--mps"],
+                                    dict(tp, STANDIN_WANT_MPS="1"))
+    runs = json.load(open(os.path.join(out, "two_process_mps.json")))["runs"] if p.returncode in (0, 1) else []
+    check("two-process --mps: exit 0, every run ok", p.returncode == 0 and runs and all(r["ok"] for r in runs),
+          p.stdout[-2500:] + p.stderr[-1000:])
+    daemons = {s[1] for s in seen}
+    # calibrate, alone, low-alone, native (2), gpuprio (2), alone-gpuprio
+    check("two-process --mps: every process found the same live daemon", len(seen) == 8 and len(daemons) == 1 and
+          "none" not in daemons, seen)
+    check("two-process --mps: records say mps", runs and all(r.get("mps") for r in runs), runs[:1])
+    ctl = os.path.join(out, "two_process_mps_mps_control.txt")
+    check("two-process --mps: the daemon quit, its output and log kept", not left and os.path.exists(ctl) and
+          "quit sent" in open(ctl).read() and
+          os.path.exists(os.path.join(out, "two_process_mps_mps_log", "control.log")) and
+          "MPS daemon stopped" in p.stdout and "killed" not in p.stdout, (left, p.stdout[-1500:]))
+
+    p, out, seen, left = run_runner(root, d, "run_two_process_bench.sh", "tp_stuck", ["--mps", "--native-only"],
+                                    dict(tp, STANDIN_MPS_STUCK="1"))
+    check("two-process --mps: a daemon that ignores quit is killed", p.returncode == 0 and not left and
+          "still there 10 s after quit" in p.stdout, (left, p.stdout[-1500:]))
+
+    p, out, seen, left = run_runner(root, d, "run_two_process_bench.sh", "tp_fail", ["--mps"],
+                                    dict(tp, STANDIN_MPS_FAIL="1"))
+    check("two-process --mps: a daemon that does not start: exit 1 before any run", p.returncode == 1 and
+          not seen and "nvidia-cuda-mps-control -d failed" in p.stdout and not left, (seen, p.stdout[-1500:]))
+
+    p, out, seen, left = run_runner(root, d, "run_two_process_bench.sh", "tp_user", ["--mps"],
+                                    dict(tp, STANDIN_UID="1000"))
+    check("two-process --mps: not root: exit 1", p.returncode == 1 and "must run as root" in p.stdout and not seen,
+          p.stdout[-800:])
+
+    tb = dict(PYTHON=os.path.join(root, "bin", "python"), REQUESTS="100", LOW_SECONDS="0.5", TORCH_TIMEOUT="20")
+    p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "torch_mps", ["--mps"],
+                                    dict(tb, STANDIN_WANT_MPS="1"))
+    names = sorted(os.listdir(out))
+    runs = json.load(open(os.path.join(out, "torch_two_process_mps.json")))["runs"] \
+        if "torch_two_process_mps.json" in names else []
+    check("torch --mps: exit 0, every run ok", p.returncode == 0 and runs and all(r["ok"] for r in runs),
+          p.stdout[-2500:] + p.stderr[-1000:])
+    daemons = {s[1] for s in seen}
+    # preflight, alone, low-alone, native (2), gpuprio (2)
+    check("torch --mps: the preflight and every process found the same live daemon",
+          len(seen) == 7 and seen[0][0] == "preflight" and len(daemons) == 1 and "none" not in daemons, seen)
+    check("torch --mps: output names", {"torch_two_process_mps.json", "torch_two_process_mps.txt",
+                                        "torch_two_process_mps_runs.jsonl", "torch_two_process_mps_mps_control.txt",
+                                        "torch_two_process_mps_mps_log"} <= set(names) and
+          "torch_two_process.json" not in names, names)
+    ctl = os.path.join(out, "torch_two_process_mps_mps_control.txt")
+    check("torch --mps: the table says MPS; the daemon quit", runs and "under MPS" in
+          open(os.path.join(out, "torch_two_process_mps.txt")).read() and not left and
+          "quit sent" in open(ctl).read(), (left, p.stdout[-1500:]))
+
+    p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "torch_plain", [], tb)
+    names = sorted(os.listdir(out))
+    check("torch without --mps: exit 0, no daemon, the usual names", p.returncode == 0 and len(seen) == 7 and
+          all(s[1] == "none" for s in seen) and "torch_two_process.json" in names and
+          not any("mps" in n for n in names) and "MPS control" not in p.stdout, (names, seen, p.stdout[-1500:]))
+
+    p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "torch_user", ["--mps"],
+                                    dict(tb, STANDIN_UID="1000"))
+    check("torch --mps: not root: exit 1 before the preflight", p.returncode == 1 and
+          "must run as root" in p.stdout and not seen, p.stdout[-800:])
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         two_process(d)
         torch_part(d)
+        mps_runners(d)
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1
