@@ -557,11 +557,11 @@ bool Dispatcher::ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling) {
       break;
     case Isolation::kActive:
       above = levels_->Ceiling(op.priority, now_ns, options_.ceiling_window_ns) > op.priority ||
-              (mps_ && peer_ceiling > op.priority);
+              (peer_ceiling > op.priority && SharesSmsWithPeers());
       break;
     case Isolation::kAlways:
       above = levels_->MaxSeen() > op.priority;
-      if (!above && mps_ && coordinator_ != nullptr) {
+      if (!above && coordinator_ != nullptr && SharesSmsWithPeers()) {
         // Any other process's level that ever submitted (an unbounded window).
         above = coordinator_->Peers(now_ns, std::numeric_limits<int64_t>::max() / 2, op.priority)
                     .ceiling > op.priority;
@@ -571,16 +571,25 @@ bool Dispatcher::ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling) {
   return above && EnsurePartition();
 }
 
+bool Dispatcher::SharesSmsWithPeers() {
+  // Asked before any partition exists: a process whose only more important work is another
+  // process's must learn it runs under MPS to confine anything at all.
+  if (!mps_known_) {
+    mps_known_ = true;
+    int mps = 0;
+    mps_ = driver_.device_get_attribute != nullptr &&
+           driver_.device_get_attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) ==
+               CUDA_SUCCESS &&
+           mps != 0;
+  }
+  return mps_;
+}
+
 bool Dispatcher::EnsurePartition() {
   if (partition_ != nullptr) return true;
   if (partition_tried_) return false;
   partition_tried_ = true;
-  int mps = 0;
-  if (driver_.device_get_attribute != nullptr &&
-      driver_.device_get_attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) ==
-          CUDA_SUCCESS) {
-    mps_ = mps != 0;
-  }
+  (void)SharesSmsWithPeers();  // for the message below
   absl::StatusOr<std::unique_ptr<SmPartition>> p =
       SmPartition::Create(driver_, device_, options_.reserved_sms);
   if (!p.ok()) {

@@ -193,6 +193,8 @@ class Dispatcher {
   // Whether more important work was busy (queued, in flight, or within `window_ns`) anywhere on
   // this device: a long op waits for such a level to have been idle that long.
   bool HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const;
+  // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.
+  bool SharesSmsWithPeers();
   bool EnsurePartition();
   // Moves `q`'s work to its twin or back (creating the twin if needed) and links the legacy
   // stream's order; returns the stream to issue on.
@@ -292,6 +294,7 @@ class Dispatcher {
   // without MPS processes time-slice, and a partition would only idle SMs).
   std::unique_ptr<SmPartition> partition_;
   bool partition_tried_ = false;
+  bool mps_known_ = false;  // mps_ was read from the driver (SharesSmsWithPeers)
   bool mps_ = false;
 
   CUcontext current_context_ = nullptr;

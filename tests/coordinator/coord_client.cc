@@ -8,11 +8,12 @@
 //       "busy START END" per kernel (before its launch -- for the first kernel, when its launch
 //       returned, by which time the process's level is published; when it ended on the device):
 //       the times this process had work queued or in flight and said so. A slow client thread
-//       leaves gaps between them.
+//       leaves gaps between them. Last, "kernels N confined C" (PrintConfined).
 //   coord_client stream READY_FILE STOP_FILE KERNEL_US
 //       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
 //       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
-//       cuLaunchKernel the fake driver received (T: when the call began, from any thread).
+//       cuLaunchKernel the fake driver received (T: when the call began, from any thread), then
+//       "kernels N confined C" (PrintConfined).
 #include <cuda.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -44,6 +45,19 @@ void Touch(const char* path) {
 void Launch(CUfunction f, CUstream s, uint64_t ns) {
   void* args[] = {&ns};
   CheckCu(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), "cuLaunchKernel");
+}
+
+// "kernels N confined C": this process's sleep_ns kernels that ran, C of them on a green
+// context's stream (spatial isolation's partition).
+void PrintConfined() {
+  int kernels = 0, confined = 0;
+  for (uint64_t i = 0; i < fakecuda_exec_count(); ++i) {
+    fakecuda_exec_record e;
+    if (fakecuda_get_exec(i, &e) != 0 || std::strcmp(e.what, "sleep_ns") != 0) continue;
+    ++kernels;
+    confined += e.green;
+  }
+  std::printf("kernels %d confined %d\n", kernels, confined);
 }
 
 int Burst(char** argv) {
@@ -87,6 +101,7 @@ int Burst(char** argv) {
     }
     release = std::max(release + period_ns, NowNs());
   }
+  PrintConfined();
   std::fflush(stdout);
   return 0;
 }
@@ -116,6 +131,7 @@ int Stream(char** argv) {
       std::printf("issue %llu\n", static_cast<unsigned long long>(r.start_ns));
     }
   }
+  PrintConfined();
   std::fflush(stdout);
   return 0;
 }

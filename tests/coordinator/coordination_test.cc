@@ -236,6 +236,48 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
   }
 }
 
+// "kernels N confined C" from a stream client's output.
+std::pair<int, int> ConfinedKernels(const std::string& out) {
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() == 4 && f[0] == "kernels" && f[2] == "confined") {
+      return {std::stoi(f[1]), std::stoi(f[3])};
+    }
+  }
+  FAIL("no 'kernels N confined C' line in:\n" << out);
+  return {0, 0};
+}
+
+TEST_CASE("Under MPS a low process's kernels run in the SM partition while a high process is "
+          "active; without MPS nothing is confined",
+          "[coordinator]") {
+  const std::string client = ClientPath();
+  for (const bool mps : {true, false}) {
+    INFO((mps ? "MPS" : "time-sliced"));
+    const Env extra = {{"FAKECUDA_MPS", mps ? "1" : "0"}, {"GPUPRIO_ISOLATION", "active"}};
+    Files files;
+    Client low({client, "stream", files.ready, files.stop, "2000"}, Environment("low", extra));
+    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+                Environment("high", extra));
+    REQUIRE(high.Wait() == 0);
+    files.Stop();
+    REQUIRE(low.Wait() == 0);
+    const auto [low_kernels, low_confined] = ConfinedKernels(low.Out());
+    const auto [high_kernels, high_confined] = ConfinedKernels(high.Out());
+    INFO("low: " << low_kernels << " kernels, " << low_confined << " confined; high: "
+                 << high_kernels << " kernels, " << high_confined << " confined");
+    CHECK(high_kernels == kBursts * 5);
+    CHECK(high_confined == 0);  // the most important work keeps the whole GPU
+    REQUIRE(low_kernels > 20);
+    if (mps) {
+      // The bursts span ~240 ms and keep the low level confined until 0.5 s after the last.
+      CHECK(low_confined >= 10);
+    } else {
+      CHECK(low_confined == 0);  // processes time-slice: a partition would only idle SMs
+    }
+  }
+}
+
 TEST_CASE("Three processes: normal and low both wait for high", "[coordinator]") {
   const std::string client = ClientPath();
   Files files;

@@ -1,5 +1,6 @@
 // Driver init, devices, contexts and error strings of the fake driver.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/synchronization/mutex.h"
@@ -200,6 +201,12 @@ CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice de
       case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
       case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
       case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = dev; break;
+      // FAKECUDA_MPS=1: the process is an MPS client (its processes then share SMs on a real GPU).
+      case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: {
+        const char* mps = std::getenv("FAKECUDA_MPS");
+        *value = mps != nullptr && std::strcmp(mps, "1") == 0 ? 1 : 0;
+        break;
+      }
       default: *value = 0; break;
     }
     return CUDA_SUCCESS;
