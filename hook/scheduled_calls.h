@@ -129,12 +129,62 @@ scheduler::Op* ByValueOp(scheduler::Scheduler* s, scheduler::StreamState* stream
   return op;
 }
 
-// Queues a call whose arguments are all self-contained values.
-template <ApiId kId, typename Real, typename... Args>
-CUresult SubmitByValue(scheduler::Scheduler* s, scheduler::StreamState* stream,
-                       uint64_t cost_hint_ns, Args... args) {
-  s->Submit(ByValueOp<kId, Real>(s, stream, cost_hint_ns, args...));
-  return CUDA_SUCCESS;
+// What `make_op` of ScheduleStreamCall returns: the op to queue; or no op, when the call must
+// run on its caller after all (pageable memory, a kernel whose parameters are unknown); or the
+// error to return at once (what CUDA reports at launch time).
+struct Deferral {
+  scheduler::Op* op = nullptr;
+  CUresult error = CUDA_SUCCESS;
+};
+
+// What a call adds to the pipeline; these defaults fit a call with nothing to add.
+struct NoExtraSteps {
+  // Whether the fast path may take the call (an event wait: only if its record is issued).
+  bool MayIssueDirect() const { return true; }
+  // The call is about to run on its caller's thread, inline after the work it follows, or by
+  // the fast path (`inline_run` false).
+  void BeforeCallerRun(scheduler::Scheduler*, bool /*inline_run*/) {}
+  // The call's op is about to be queued, and was.
+  void BeforeSubmit(scheduler::Scheduler*, scheduler::Op*) {}
+  void AfterSubmit(scheduler::Scheduler*, scheduler::StreamState*) {}
+};
+
+// The pipeline of every deferrable stream call, written once: on a stream gpuprio does not queue
+// (or while a capture is active) the call runs inline after the work it follows; when the
+// dispatcher would issue it at once, its own thread does (the fast path); otherwise it becomes an
+// op (`make_op(priority)`) and is queued. `call` makes the real driver call on this thread.
+template <ApiId kId, typename Steps, typename MakeOp, typename Call>
+CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
+                            MakeOp make_op, Call call) {
+  const int priority = s->EffectivePriority(stream);
+  if (!MustRunInline(s, stream)) {
+    if (steps.MayIssueDirect() && s->MayIssueDirect(stream, priority)) {
+      steps.BeforeCallerRun(s, /*inline_run=*/false);
+      return IssueDirect<kId>(s, stream, priority, call);
+    }
+    const Deferral deferral = make_op(priority);
+    if (deferral.error != CUDA_SUCCESS) return deferral.error;
+    if (deferral.op != nullptr) {
+      steps.BeforeSubmit(s, deferral.op);
+      s->Submit(deferral.op);
+      steps.AfterSubmit(s, stream);
+      return CUDA_SUCCESS;
+    }
+  }
+  steps.BeforeCallerRun(s, /*inline_run=*/true);
+  return RunInline<kId>(s, stream, priority, call);
+}
+
+// ScheduleStreamCall for a call whose arguments are all self-contained values.
+template <ApiId kId, typename Steps, typename Real, typename... Args>
+CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hint_ns, Real real,
+                         Args... args) {
+  static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
+  scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
+  return ScheduleStreamCall<kId>(
+      s, stream, steps,
+      [&](int) { return Deferral{ByValueOp<kId, Real>(s, stream, cost_hint_ns, args...)}; },
+      [&] { return real(args...); });
 }
 
 template <ApiId kId>
@@ -143,15 +193,8 @@ struct OrderedByValue {
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
-    static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
-    scheduler::StreamState* stream =
-        StreamOfCall<kId>(s, args...);
-    const int priority = s->EffectivePriority(stream);
-    if (MustRunInline(s, stream)) return RunInline<kId>(s, stream, priority, real, args...);
-    if (s->MayIssueDirect(stream, priority)) {
-      return IssueDirect<kId>(s, stream, priority, real, args...);
-    }
-    return SubmitByValue<kId, Real>(s, stream, OrderedCostHintNs<kId>(args...), args...);
+    NoExtraSteps steps;
+    return ScheduleByValue<kId>(s, steps, OrderedCostHintNs<kId>(args...), real, args...);
   }
 };
 

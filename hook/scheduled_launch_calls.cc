@@ -159,36 +159,17 @@ CUresult IssueLaunchEx(Op& op) {
   return real(&config, rec.function, params, extra);
 }
 
-enum class Form { kLaunch, kCooperative, kEx };
-
-// The shared body of every launch form. `issue` rebuilds the call on the dispatcher; `inline_call`
-// runs it now when it cannot be deferred.
-template <ApiId kId, typename InlineCall>
-CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
-                        const unsigned int block[3], unsigned int shared, CUstream stream,
-                        void** params, void** extra, const CUlaunchConfig* config,
-                        InlineCall inline_call) {
-  scheduler::Scheduler* s = ActiveScheduler();
-  if (s == nullptr) {
-    DriverCallScope in_driver;
-    return inline_call();
-  }
-  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  scheduler::StreamState* st = s->Resolve(stream, IsPerThreadEntry(kId));
-  const int priority = s->EffectivePriority(st);
-  if (MustRunInline(s, st)) return RunInline<kId>(s, st, priority, inline_call);
-  // The driver validates a launch issued now itself, and nothing needs copying.
-  if (s->MayIssueDirect(st, priority)) return IssueDirect<kId>(s, st, priority, inline_call);
-  const ParamLayout* layout = FindParamLayout(f);
-  if (layout == nullptr) return RunInline<kId>(s, st, priority, inline_call);
-  if (const CUresult invalid = Validate(*layout, block, shared, grid); invalid != CUDA_SUCCESS) {
-    return invalid;
-  }
+// The op for a validated launch, its parameters copied (null if they cannot be: run it inline).
+template <ApiId kId>
+Op* LaunchOp(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
+             const unsigned int block[3], unsigned int shared, CUstream stream, void** params,
+             void** extra, const CUlaunchConfig* config, const ParamLayout* layout,
+             scheduler::StreamState* st, int priority) {
   Op* op = scheduler::OpPool::ForThisThread().Take();
   LaunchRecord* rec = new (op->args) LaunchRecord{};
   if (!CopyParams(*op, *rec, layout, params, extra)) {
     op->home->Give(op);
-    return RunInline<kId>(s, st, priority, inline_call);
+    return nullptr;
   }
   rec->function = f;
   std::memcpy(rec->grid, grid, sizeof(rec->grid));
@@ -208,8 +189,36 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
   op->priority = priority;
   op->cost_key = f;
   op->submit_ns = base::SteadyNowNs();
-  s->Submit(op);
-  return CUDA_SUCCESS;
+  return op;
+}
+
+// The shared body of every launch form. `issue` rebuilds the call on the dispatcher; `inline_call`
+// runs it now when it cannot be deferred.
+template <ApiId kId, typename InlineCall>
+CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
+                        const unsigned int block[3], unsigned int shared, CUstream stream,
+                        void** params, void** extra, const CUlaunchConfig* config,
+                        InlineCall inline_call) {
+  scheduler::Scheduler* s = ActiveScheduler();
+  if (s == nullptr) {
+    DriverCallScope in_driver;
+    return inline_call();
+  }
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  scheduler::StreamState* st = s->Resolve(stream, IsPerThreadEntry(kId));
+  NoExtraSteps steps;
+  // Issued now, the driver validates a launch itself and nothing needs copying; only a launch to
+  // be queued is validated here and copied into its op.
+  auto make_op = [&](int priority) {
+    const ParamLayout* layout = FindParamLayout(f);
+    if (layout == nullptr) return Deferral{};
+    if (const CUresult invalid = Validate(*layout, block, shared, grid); invalid != CUDA_SUCCESS) {
+      return Deferral{nullptr, invalid};
+    }
+    return Deferral{LaunchOp<kId>(issue, f, grid, block, shared, stream, params, extra, config,
+                                  layout, st, priority)};
+  };
+  return ScheduleStreamCall<kId>(s, st, steps, make_op, inline_call);
 }
 
 }  // namespace

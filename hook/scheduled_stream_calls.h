@@ -15,26 +15,38 @@ namespace gpuprio::hook {
 // True when `p` is host memory the driver does not know (pageable).
 bool IsPageableHostMemory(const void* p);
 
+// An event record: where it went decides what a later wait on the event must follow.
+struct EventRecordSteps : NoExtraSteps {
+  scheduler::Scheduler::EventState* event;
+  // Recorded now: a later wait follows no queue.
+  void BeforeCallerRun(scheduler::Scheduler* s, bool) { s->EndRecord(event, nullptr); }
+  void AfterSubmit(scheduler::Scheduler* s, scheduler::StreamState* stream) {
+    s->EndRecord(event, stream);
+  }
+};
+
 template <ApiId kId>
 struct EventRecordInterceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
-    scheduler::Scheduler::EventState* event = s->BeginRecord(FirstArg<CUevent>(args...));
-    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
-    const int priority = s->EffectivePriority(stream);
-    if (MustRunInline(s, stream)) {
-      s->EndRecord(event, nullptr);  // recorded now: a later wait follows no queue
-      return RunInline<kId>(s, stream, priority, real, args...);
-    }
-    if (s->MayIssueDirect(stream, priority)) {
-      s->EndRecord(event, nullptr);
-      return IssueDirect<kId>(s, stream, priority, real, args...);
-    }
-    const CUresult r = SubmitByValue<kId, Real>(s, stream, kSignalCostHintNs, args...);
-    s->EndRecord(event, stream);
-    return r;
+    EventRecordSteps steps;
+    steps.event = s->BeginRecord(FirstArg<CUevent>(args...));
+    return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
+  }
+};
+
+// A wait on an event follows the event's queued record, wherever the wait runs.
+struct StreamWaitEventSteps : NoExtraSteps {
+  scheduler::Scheduler::EventState* event;
+  scheduler::StreamState* recorder;  // Scheduler::RecordToFollow
+  bool MayIssueDirect() const { return recorder == nullptr; }
+  void BeforeCallerRun(scheduler::Scheduler* s, bool inline_run) {
+    if (inline_run) s->WaitRecord(event);
+  }
+  void BeforeSubmit(scheduler::Scheduler* s, scheduler::Op* op) {
+    s->QueueWaitOn(event, recorder, op);
   }
 };
 
@@ -44,21 +56,10 @@ struct StreamWaitEventInterceptor {
   static CUresult Call(CallPath, Real real, Args... args) {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
-    scheduler::Scheduler::EventState* event = s->Event(FirstArg<CUevent>(args...));
-    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
-    const int priority = s->EffectivePriority(stream);
-    if (MustRunInline(s, stream)) {
-      s->WaitRecord(event);
-      return RunInline<kId>(s, stream, priority, real, args...);
-    }
-    scheduler::StreamState* recorder = s->RecordToFollow(event);
-    if (recorder == nullptr && s->MayIssueDirect(stream, priority)) {
-      return IssueDirect<kId>(s, stream, priority, real, args...);
-    }
-    scheduler::Op* op = ByValueOp<kId, Real>(s, stream, kSignalCostHintNs, args...);
-    s->QueueWaitOn(event, recorder, op);
-    s->Submit(op);
-    return CUDA_SUCCESS;
+    StreamWaitEventSteps steps;
+    steps.event = s->Event(FirstArg<CUevent>(args...));
+    steps.recorder = s->RecordToFollow(steps.event);
+    return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
   }
 };
 
@@ -71,31 +72,30 @@ struct HostCopyInterceptor {
     scheduler::Scheduler* s = ActiveScheduler();
     if (s == nullptr) return CallDriver(real, args...);
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
-    // The pointer checks are driver calls: only made when the copy could be deferred at all.
-    const int priority = s->EffectivePriority(stream);
-    if (MustRunInline(s, stream)) return RunInline<kId>(s, stream, priority, real, args...);
-    // Issued now, a copy behaves exactly as CUDA's own (pageable memory included).
-    if (s->MayIssueDirect(stream, priority)) {
-      return IssueDirect<kId>(s, stream, priority, real, args...);
-    }
-    bool pageable = false;
-    size_t bytes = 0;
-    auto inspect = [&](auto arg) {
-      using T = decltype(arg);
-      if constexpr (std::is_same_v<T, const void*> || std::is_same_v<T, void*>) {
-        pageable = pageable || IsPageableHostMemory(arg);
-      } else if constexpr (std::is_same_v<T, size_t>) {
-        bytes = arg;
+    NoExtraSteps steps;
+    // Issued now (inline or by the fast path), a copy behaves exactly as CUDA's own, pageable
+    // memory included; the pointer checks are driver calls, made only for a copy to be queued.
+    auto make_op = [&](int) {
+      bool pageable = false;
+      size_t bytes = 0;
+      auto inspect = [&](auto arg) {
+        using T = decltype(arg);
+        if constexpr (std::is_same_v<T, const void*> || std::is_same_v<T, void*>) {
+          pageable = pageable || IsPageableHostMemory(arg);
+        } else if constexpr (std::is_same_v<T, size_t>) {
+          bytes = arg;
+        }
+      };
+      (inspect(args), ...);
+      if constexpr (kId == ApiId::k_cuMemcpyAsync || kId == ApiId::k_cuMemcpyAsync_ptsz) {
+        const auto dst = reinterpret_cast<const void*>(std::get<0>(std::make_tuple(args...)));
+        const auto src = reinterpret_cast<const void*>(std::get<1>(std::make_tuple(args...)));
+        pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
       }
+      if (pageable) return Deferral{};
+      return Deferral{ByValueOp<kId, Real>(s, stream, CopyCostHintNs(bytes), args...)};
     };
-    (inspect(args), ...);
-    if constexpr (kId == ApiId::k_cuMemcpyAsync || kId == ApiId::k_cuMemcpyAsync_ptsz) {
-      const auto dst = reinterpret_cast<const void*>(std::get<0>(std::make_tuple(args...)));
-      const auto src = reinterpret_cast<const void*>(std::get<1>(std::make_tuple(args...)));
-      pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
-    }
-    if (pageable) return RunInline<kId>(s, stream, priority, real, args...);
-    return SubmitByValue<kId, Real>(s, stream, CopyCostHintNs(bytes), args...);
+    return ScheduleStreamCall<kId>(s, stream, steps, make_op, [&] { return real(args...); });
   }
 };
 
