@@ -19,10 +19,10 @@
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/coordinator/segment_name.h"
 #include "scheduler/op_pool.h"
+#include "tests/scheduler/scripted_driver.h"
 
 namespace {
 
-using gpuprio::scheduler::DriverFunctions;
 using gpuprio::scheduler::Dispatcher;
 using gpuprio::scheduler::Op;
 using gpuprio::scheduler::OpPool;
@@ -30,67 +30,16 @@ using gpuprio::scheduler::PriorityLevels;
 using gpuprio::scheduler::SchedulerOptions;
 using gpuprio::scheduler::StreamState;
 
-// The scripted GPU: completion events report done only while `g_gpu_progresses` is set.
-std::atomic<bool> g_gpu_progresses{true};
-std::atomic<int> g_issued{0};
-std::atomic<int> g_events_live{0};
+using gpuprio_test::g_elapsed_ms;
+using gpuprio_test::g_events_live;
+using gpuprio_test::g_gpu_progresses;
+using gpuprio_test::ScriptedDriver;
 
-CUresult Ok(CUcontext) { return CUDA_SUCCESS; }
-CUresult GetCurrent(CUcontext* c) {
-  *c = reinterpret_cast<CUcontext>(0x1000);
-  return CUDA_SUCCESS;
-}
-CUresult GetDevice(CUdevice* d) {
-  *d = 0;
-  return CUDA_SUCCESS;
-}
-CUresult Flags(CUstream, unsigned int* f) {
-  *f = 0;
-  return CUDA_SUCCESS;
-}
-CUresult Priority(CUstream, int* p) {
-  *p = 0;
-  return CUDA_SUCCESS;
-}
-// Handles are numbers, not allocations: the dispatcher keeps its pooled events for the process's
-// lifetime, and a test's dispatcher is destroyed with some of them still pooled.
-std::atomic<uintptr_t> g_next_event{0x10000};
-CUresult EventCreate(CUevent* e, unsigned int) {
-  *e = reinterpret_cast<CUevent>(g_next_event.fetch_add(16));
-  ++g_events_live;
-  return CUDA_SUCCESS;
-}
-CUresult EventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult EventQuery(CUevent) {
-  return g_gpu_progresses.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-std::atomic<float> g_elapsed_ms{1.0f};  // what every elapsed-time measurement returns
-CUresult Elapsed(float* ms, CUevent, CUevent) {
-  *ms = g_elapsed_ms.load();
-  return CUDA_SUCCESS;
-}
-CUresult EventDestroy(CUevent) {
-  --g_events_live;
-  return CUDA_SUCCESS;
-}
+std::atomic<int> g_issued{0};
+
 CUresult IssueKernel(Op&) {
   ++g_issued;
   return CUDA_SUCCESS;
-}
-
-DriverFunctions ScriptedDriver() {
-  DriverFunctions d;
-  d.ctx_set_current = &Ok;
-  d.ctx_get_current = &GetCurrent;
-  d.ctx_get_device = &GetDevice;
-  d.stream_get_flags = &Flags;
-  d.stream_get_priority = &Priority;
-  d.event_create = &EventCreate;
-  d.event_record = &EventRecord;
-  d.event_query = &EventQuery;
-  d.event_elapsed_time = &Elapsed;
-  d.event_destroy = &EventDestroy;
-  return d;
 }
 
 const int kKernel = 0;  // its address is the kernel's cost key
@@ -110,7 +59,7 @@ void SubmitLow(Dispatcher& d, StreamState& s, int count) {
 
 // A created stream of the scripted context, handled by `d`.
 void AttachStream(Dispatcher& d, StreamState& s) {
-  s.context = reinterpret_cast<CUcontext>(0x1000);
+  s.context = reinterpret_cast<CUcontext>(gpuprio_test::kScriptedContext);
   s.stream = reinterpret_cast<CUstream>(0x2000);
   s.dispatcher = &d;
 }

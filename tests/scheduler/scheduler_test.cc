@@ -15,21 +15,20 @@
 #include "catch2/catch.hpp"
 #include "scheduler/base/clock.h"
 #include "scheduler/op_pool.h"
+#include "tests/scheduler/scripted_driver.h"
 
 namespace {
 
-using gpuprio::scheduler::DriverFunctions;
 using gpuprio::scheduler::Op;
 using gpuprio::scheduler::OpPool;
 using gpuprio::scheduler::Scheduler;
 using gpuprio::scheduler::SchedulerOptions;
 using gpuprio::scheduler::StreamState;
 
-// The scripted GPU. Work completes (its completion events report done) only while
-// `g_gpu_progresses` is set: a stalled GPU keeps in-flight work in flight, so the budget holds
-// lower-priority work back. Every issued op is logged as (stream handle, tag).
-std::atomic<bool> g_gpu_progresses{true};
+using gpuprio_test::g_gpu_progresses;
+using gpuprio_test::ScriptedDriver;
 
+// Every issued op is logged as (stream handle, tag).
 struct Issued {
   uintptr_t stream;
   int tag;
@@ -42,56 +41,8 @@ std::vector<Issued> Log() {
   return g_log;
 }
 
-// Handles: odd ones are blocking streams, even ones CU_STREAM_NON_BLOCKING. Each test case uses
-// handles of its own (the scheduler's per-thread stream cache outlives a test's scheduler).
-constexpr uintptr_t kContext = 0x1000;
-
-CUresult SetCurrent(CUcontext) { return CUDA_SUCCESS; }
-CUresult GetCurrent(CUcontext* c) {
-  *c = reinterpret_cast<CUcontext>(kContext);
-  return CUDA_SUCCESS;
-}
-CUresult GetDevice(CUdevice* d) {
-  *d = 0;
-  return CUDA_SUCCESS;
-}
-CUresult Flags(CUstream s, unsigned int* f) {
-  *f = (reinterpret_cast<uintptr_t>(s) & 1) != 0 ? 0 : CU_STREAM_NON_BLOCKING;
-  return CUDA_SUCCESS;
-}
-CUresult Priority(CUstream, int* p) {
-  *p = 0;
-  return CUDA_SUCCESS;
-}
-std::atomic<uintptr_t> g_next_event{0x100000};
-CUresult EventCreate(CUevent* e, unsigned int) {
-  *e = reinterpret_cast<CUevent>(g_next_event.fetch_add(16));
-  return CUDA_SUCCESS;
-}
-CUresult EventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult EventQuery(CUevent) {
-  return g_gpu_progresses.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-CUresult Elapsed(float* ms, CUevent, CUevent) {
-  *ms = 1.0f;
-  return CUDA_SUCCESS;
-}
-CUresult EventDestroy(CUevent) { return CUDA_SUCCESS; }
-
-DriverFunctions ScriptedDriver() {
-  DriverFunctions d;
-  d.ctx_set_current = &SetCurrent;
-  d.ctx_get_current = &GetCurrent;
-  d.ctx_get_device = &GetDevice;
-  d.stream_get_flags = &Flags;
-  d.stream_get_priority = &Priority;
-  d.event_create = &EventCreate;
-  d.event_record = &EventRecord;
-  d.event_query = &EventQuery;
-  d.event_elapsed_time = &Elapsed;
-  d.event_destroy = &EventDestroy;
-  return d;
-}
+// Stream handles (scripted_driver.h: odd ones are blocking): each test case uses handles of its
+// own, since the scheduler's per-thread stream cache outlives a test's scheduler.
 
 SchedulerOptions Options() {
   SchedulerOptions o;

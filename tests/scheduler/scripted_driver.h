@@ -1,0 +1,28 @@
+// Driver functions for in-process Dispatcher and Scheduler tests, without any libcuda: one
+// context (kScriptedContext) on device 0, stream handles whose low bit says blocking (1) or
+// CU_STREAM_NON_BLOCKING (0), numbered events, and a GPU that completes work only on request.
+#ifndef GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
+#define GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "scheduler/driver_functions.h"
+
+namespace gpuprio_test {
+
+inline constexpr uintptr_t kScriptedContext = 0x1000;
+
+// Completion events report done only while this is set: a stalled GPU keeps in-flight work in
+// flight, so the budget holds lower-priority work back.
+extern std::atomic<bool> g_gpu_progresses;
+// Events created and not destroyed (the dispatcher pools and frees its completion events).
+extern std::atomic<int> g_events_live;
+// What every elapsed-time measurement between two events returns.
+extern std::atomic<float> g_elapsed_ms;
+
+gpuprio::scheduler::DriverFunctions ScriptedDriver();
+
+}  // namespace gpuprio_test
+
+#endif  // GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
