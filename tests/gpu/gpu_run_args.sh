@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # What every GPU check and benchmark script starts with, in one place: `source` this file with the
-# script's own arguments ("OUT_DIR [--native-only]"). Sets
+# script's own arguments ("OUT_DIR [--native-only]", plus --NAME for each NAME the script lists in
+# the array gp_flags before sourcing, e.g. gp_flags=(mps threads): each such variable is 1 when
+# its flag was given, else 0). Sets
 #   out          OUT_DIR, created, as an absolute path
 #   native_only  0 or 1
 #   repo         the checkout's root, which becomes the working directory
@@ -9,15 +11,30 @@
 #   work         a fresh /tmp/gpuprio_SCRIPT.XXXXXX for the runs' files
 # and defines say (prints "SCRIPT: ..."), need_lib (unless --native-only: exit 1 when $lib is
 # missing) and need_bin PATH (exit 1 when PATH is not an executable). Bad arguments: usage, exit 2.
-usage() { echo "usage: $0 OUT_DIR [--native-only]" >&2; exit 2; }
+gp_flags=("${gp_flags[@]+"${gp_flags[@]}"}")
+usage() {
+  local flags=""
+  ((${#gp_flags[@]})) && flags="$(printf ' [--%s]' "${gp_flags[@]}")"
+  echo "usage: $0 OUT_DIR [--native-only]$flags" >&2
+  exit 2
+}
 [[ $# -ge 1 ]] || usage
 out="$1"; shift
 native_only=0
+for gp_flag in "${gp_flags[@]+"${gp_flags[@]}"}"; do printf -v "$gp_flag" 0; done
 for arg in "$@"; do
-  case "$arg" in
-    --native-only) native_only=1 ;;
-    *) usage ;;
-  esac
+  if [[ "$arg" == --native-only ]]; then
+    native_only=1
+    continue
+  fi
+  gp_known=0
+  for gp_flag in "${gp_flags[@]+"${gp_flags[@]}"}"; do
+    if [[ "$arg" == "--$gp_flag" ]]; then
+      printf -v "$gp_flag" 1
+      gp_known=1
+    fi
+  done
+  ((gp_known)) || usage
 done
 repo="$(cd "$(dirname "${BASH_SOURCE[1]}")/../.." && pwd)"
 cd "$repo" || exit 1

@@ -28,11 +28,16 @@
 #   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
 #                       two processes under MPS (isolation across processes needs it), isolation
 #                       active, 3 rounds (run_torch_bench.sh --mps; root)          [~5 min, cap 7.5]
-# In three device calls of at most 9 minutes (timeout_s 560; carry .gpu):
+#   iso_torch_threads   the same two jobs as two threads of one process, a CUDA stream each, each
+#                       thread setting its own gpuprio priority; one CUDA context, so no MPS
+#                       needed; isolation active, 3 rounds (run_torch_bench.sh --threads)
+#                                                                                   [~5 min, cap 7.5]
+# In four device calls of at most 9 minutes (timeout_s 560; carry .gpu):
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
 #   2: bash tests/gpu/run_suite.sh $OUT iso_reserved iso_sparse isolated          (~7.5 min)
 #   3: bash tests/gpu/run_suite.sh $OUT iso_two_process_mps iso_torch             (~9 min: if
 #      short of time, give iso_torch a call of its own)
+#   4: bash tests/gpu/run_suite.sh $OUT iso_torch_threads                         (~5 min)
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT STEP [STEP...]" >&2; exit 2; }
 out="$1"; shift
@@ -66,6 +71,8 @@ for step in "$@"; do
                            bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                  bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
+    iso_torch_threads) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
+                         bash tools/bench/run_torch_bench.sh "$dir" --threads ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?

@@ -1,7 +1,8 @@
 // Runs the benchmark runners' self-tests (tools/bench/two_process_selftest.py and
 // interference_selftest.py: the record and report code on synthetic results, and the runners end
-// to end with stand-ins for the CUDA programs and, for --mps, for nvidia-cuda-mps-control) in CI,
-// so the scripts whose tables docs/benchmarks.md reports keep working without a GPU.
+// to end with stand-ins for the CUDA programs, for --mps for nvidia-cuda-mps-control, and for
+// run_torch_bench.sh --threads for torch and the gpuprio Python helper) in CI, so the scripts whose
+// tables docs/benchmarks.md reports keep working without a GPU.
 #include <string>
 
 #include "catch2/catch.hpp"

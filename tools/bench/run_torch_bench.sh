@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# PyTorch two-process benchmark (docs/benchmarks.md), run ON the GPU machine from the repo root, after
-# tests/gpu/build_artifacts.sh filled .gpu/ on the CPU machine and .gpu was carried:
+# PyTorch benchmark (docs/benchmarks.md), two processes or (--threads) two threads of one process,
+# run ON the GPU machine from the repo root, after tests/gpu/build_artifacts.sh filled .gpu/ on the
+# CPU machine and .gpu was carried:
 #
-#   bash tools/bench/run_torch_bench.sh "$OUT" [--mps] [--native-only]
+#   bash tools/bench/run_torch_bench.sh "$OUT" [--threads] [--mps] [--native-only]
 #
 # high = ResNet-18 batch 1 fp16 inference, requests released open loop at RATE (20) per second;
 # low = ResNet-50 batch LOW_BATCH (1024) fp16 inference back to back (tools/bench/torch_two_process.py
@@ -18,6 +19,15 @@
 # python has it, otherwise the script's own ResNet definitions (the same architecture): the
 # preflight says which, and so does every result.
 #
+# --threads: each run is one process, torch_two_process.py threads, which runs the high job and the
+# low job (or, for alone and low-alone, the one job) each in a thread of its own on a CUDA stream of
+# its own: the form of a server that runs its batch work in the same process. Both jobs share one
+# CUDA context, so their kernels are not time-sliced against each other and spatial isolation can
+# act without MPS. The gpuprio runs set no GPUPRIO_PRIORITY: each thread sets its own priority
+# through tools/python/gpuprio.py (high 1, low -1), and a run whose threads could not set it fails.
+# Same configurations, measurements and table; output named torch_threads[_mps].* instead of
+# torch_two_process[_mps].*.
+#
 # --mps (as root): every process, the preflight and both processes of every run (alone, low-alone,
 # native, gpuprio) included, is a client of an MPS control daemon of the script's own, started
 # before the preflight and quit on every way out (tools/bench/mps_daemon.sh, shared with
@@ -30,21 +40,18 @@
 # out twice the rest are skipped, and once the runs have taken TORCH_BUDGET seconds (default 420)
 # every remaining run is skipped, so the script ends inside one 10-minute device call (normally
 # 4-6 minutes).
-# Writes OUT/torch_two_process[_mps].json (every run, pooled percentiles, ratios),
-# OUT/torch_two_process[_mps].txt (the table, with a last line saying whether it ran under MPS) and
-# OUT/torch_two_process[_mps]_runs.jsonl (the records as written). Exit 0 when every native run
-# succeeded.
+# Writes OUT/NAME.json (every run, pooled percentiles, ratios), OUT/NAME.txt (the table, with a last
+# line saying whether it ran under MPS) and OUT/NAME_runs.jsonl (the records as written), where NAME
+# is torch_two_process, torch_two_process_mps, torch_threads or torch_threads_mps. Exit 0 when every
+# native run succeeded.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
-# TORCH_ARGS (more flags for both processes, e.g. "--dtype fp32" or "--impl builtin"), BENCH_GPUPRIO_ENV
-# (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
+# TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
+# or "--impl builtin"), BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g.
+# "GPUPRIO_COORDINATE=0"), PYTHON.
 set -uo pipefail
 
-mps=0
-rest=()
-for arg in "$@"; do
-  if [[ "$arg" == --mps ]]; then mps=1; else rest+=("$arg"); fi
-done
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
+gp_flags=(mps threads)
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "$@"
 script="$repo/tools/bench/torch_two_process.py"
 rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-340}"
@@ -57,7 +64,8 @@ read -r -a targs <<<"${TORCH_ARGS:-}"
 # More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
 read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
 name=torch_two_process
-((mps)) && name=torch_two_process_mps
+((threads)) && name=torch_threads
+((mps)) && name="${name}_mps"
 
 need_lib
 runs="$work/runs.jsonl"
@@ -78,7 +86,7 @@ trap 'say "interrupted"; exit 130' INT TERM HUP
 ((mps)) && mps_start "$out" "$name"
 
 # What this python has: torch, CUDA, torchvision (or not, and then the builtin models).
-say "preflight: $py$( ((mps)) && echo " (under MPS)")"
+say "preflight: $py$( ((mps)) && echo " (under MPS)")$( ((threads)) && echo "; threads of one process")"
 timeout -k 5 120 env -u LD_PRELOAD "$py" - >"$out/torch_preflight.txt" 2>&1 <<'PY'
 import sys
 print("python", sys.version.split()[0])
@@ -105,6 +113,28 @@ start=$SECONDS
 n=0
 high_args=(--rate "$rate" --requests "$requests" "${targs[@]}")
 low_args=(--batch "$low_batch" "${targs[@]}")
+# The threads form takes both jobs' options at once (TORCH_ARGS once).
+both_args=(--rate "$rate" --requests "$requests" --batch "$low_batch" "${targs[@]}")
+
+# run_threads_config TAG CONFIG ENV...: one process, torch_two_process.py threads, for the run
+# (after run_config's skip checks); sets hrc and lrc, both the process's exit code, for the record.
+run_threads_config() {
+  local tag="$1" config="$2"
+  shift 2
+  # A pair's process gets the 15 s more that the low process of a pair gets: it loads both models
+  # before either job starts. Its low job stops when the high one ends (--seconds is a backstop).
+  local jobs=high,low seconds="$run_timeout" tmo=$((run_timeout + 15))
+  case "$config" in
+    alone) jobs=high tmo="$run_timeout" ;;
+    low-alone) jobs=low seconds="$low_seconds" tmo="$run_timeout" ;;
+  esac
+  start_proc "$tag" "$tmo" "$@" -- "$py" "$script" threads --jobs "$jobs" --high-result "$work/$tag.high.json" \
+    --low-result "$work/$tag.low.json" --seconds "$seconds" "${both_args[@]}"
+  finish_proc "$started_pid"
+  hrc="" lrc=""
+  [[ "$jobs" == *high* ]] && hrc=$finished_rc
+  [[ "$jobs" == *low* ]] && lrc=$finished_rc
+}
 
 # run_config ROUND CONFIG
 run_config() {
@@ -112,14 +142,17 @@ run_config() {
   n=$((n + 1))
   local tag="$n.$config.r$round" with_lib=0 skip="" domain="gpbench_torch_$$_$n"
   [[ "$config" == gpuprio ]] && with_lib=1
-  local -a henv=() lenv=()
+  local -a henv=() lenv=() tenv=()
   if ((with_lib)); then
+    # Threads: no process priority; each thread sets its own.
+    tenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
   fi
   ((SECONDS - start > budget)) && skip="skipped: the runs took over TORCH_BUDGET=${budget}s"
   local -a rec=(--config "$config" --round "$round" --gpuprio "$with_lib")
+  ((threads)) && rec+=(--form threads)
   if [[ -n "$skip" ]]; then
     "$py" "$script" record "${rec[@]}" --skip "$skip" >>"$runs"
     say "r$round $config: $skip"
@@ -127,6 +160,16 @@ run_config() {
   fi
   say "r$round $config: starting ($((SECONDS - start)) s into the runs)"
   local peer="$work/$tag.peer" stop="$work/$tag.stop" hpid="" lpid="" hrc="" lrc="" t0=$SECONDS
+  if ((threads)); then
+    run_threads_config "$tag" "$config" "${tenv[@]}"
+    local -a files=()
+    [[ -n "$hrc" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.err" --high-rc "$hrc")
+    [[ -n "$lrc" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.err" --low-rc "$lrc")
+    "$py" "$script" record "${rec[@]}" "${files[@]}" >>"$runs"
+    [[ "${hrc:-$lrc}" == 124 || "${hrc:-$lrc}" == 137 ]] && ((with_lib)) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
+    say "r$round $config: rc=${hrc:-$lrc} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$script" brief)"
+    return
+  fi
   case "$config" in
     alone)
       start_proc "$tag.high" "$run_timeout" -- "$py" "$script" high --result "$work/$tag.high.json" "${high_args[@]}"
@@ -184,6 +227,8 @@ rc=$?
 # The records carry no MPS field: the table says it, as well as the file names.
 if ((mps)); then
   echo "every process ran under MPS (a control daemon of the script's own)" >>"$out/$name.txt"
+elif ((threads)); then
+  echo "no MPS: one process, so one CUDA context for both jobs' streams" >>"$out/$name.txt"
 else
   echo "no MPS: the two processes were time-sliced" >>"$out/$name.txt"
 fi

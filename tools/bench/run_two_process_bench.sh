@@ -43,12 +43,8 @@
 # BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
 set -uo pipefail
 
-mps=0
-rest=()
-for arg in "$@"; do
-  if [[ "$arg" == --mps ]]; then mps=1; else rest+=("$arg"); fi
-done
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
+gp_flags=(mps)
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "$@"
 bin="$repo/.gpu/interference"
 report="$repo/tools/bench/two_process_report.py"
 low_list="${LOW_MS:-0.2 2 20}"

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch two-process benchmark: a latency-critical ResNet-18 beside a ResNet-50 batch job.
+"""PyTorch benchmark: a latency-critical ResNet-18 beside a ResNet-50 batch job, as two processes
+or as two threads of one process.
 
 usage:
   torch_two_process.py high --result F [--peer F] [--rate 20] [--requests N] ...   the serving process
   torch_two_process.py low  --result F [--peer F] [--stop-file F] [--seconds S] ... the batch process
-  torch_two_process.py record --config C --round R --gpuprio 0|1 [--high-result F --high-rc N ...]
+  torch_two_process.py threads [--jobs high,low] --high-result F --low-result F [high and low options]
+                                                                      both jobs, one thread each
+  torch_two_process.py record [--form threads] --config C --round R --gpuprio 0|1 [--high-result F ...]
   torch_two_process.py brief < RECORD
   torch_two_process.py report RUNS.jsonl OUT.json OUT.txt
 (run_torch_bench.sh runs all of it; record, brief and report need no torch.)
@@ -34,6 +37,19 @@ high process reads (images, time) at the start and the end of its measured windo
 the window is the images between those two completions over the time between them, which does not
 depend on where in a batch the window's ends fall.
 
+threads: one process loads both models (in its main thread), then runs the high job and the low
+job, each in a thread of its own on a CUDA stream of its own (torch.cuda.Stream, priority 0: no
+stream priorities), and writes the same two results as the two processes would. Each job's
+synchronisation is its own stream's (stream.synchronize(); the copy of the logits syncs the
+current stream), never torch.cuda.synchronize(), which would also wait for the other job's work.
+The peer file's counters are kept in memory (LocalPeer) and read the same way. --jobs high or
+--jobs low runs one thread only (the alone and low-alone baselines of this form). Under gpuprio
+(libgpuprio.so in LD_PRELOAD) each job thread first sets its own priority through
+tools/python/gpuprio.py (high 1, low -1; no GPUPRIO_PRIORITY is needed) and reads it back; the
+result says whether that worked (priority_set). Natively nothing is set. Latency is measured as in
+the high process; in this form it also takes in waits for the GIL (see run_threads). The low job's
+peak memory (torch.cuda.max_memory_allocated) is the process's here, the small high job's included.
+
 Models: torchvision.models.resnet18/50(weights=None) when torchvision is importable (--impl auto),
 else the definitions below (same architecture: ResNet v1.5, random weights). The result says
 which. cuDNN autotuning is off (torch.backends.cudnn.benchmark = False): algorithm choice is the
@@ -41,12 +57,15 @@ heuristic one and takes no measured time; the warm-up covers lazy initialisation
 """
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import mmap
 import os
 import statistics
 import struct
 import sys
+import threading
 import time
 import traceback
 
@@ -138,6 +157,45 @@ class Peer:
         return self._get(OFF_STOP) != 0
 
 
+class LocalPeer:
+    """The peer file's counters and stop word for the threads form, in memory: the low thread
+    publishes, the high thread reads, either may stop. The lock makes each update one consistent
+    triple, as the sequence word does in the file."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counters = (0, 0, 0)
+        self._stop = threading.Event()
+        self.low_ended = threading.Event()  # set when the low thread returns, whatever happened
+
+    def publish(self, images, t_ns, batches):
+        with self._lock:
+            self._counters = (images, t_ns, batches)
+
+    def read(self):
+        with self._lock:
+            return self._counters
+
+    def stop(self):
+        self._stop.set()
+
+    def stop_requested(self):
+        return self._stop.is_set()
+
+    def wait_running(self, wait_s):
+        """As Peer.open: returns once the low thread completed a measured batch; raises at once when
+        it ended without one (it failed), instead of waiting out wait_s."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.read()[2] >= 1:
+                return self
+            if self.low_ended.is_set():
+                raise RuntimeError("the low thread ended before completing a measured batch")
+            time.sleep(0.01)
+        self.stop()
+        raise RuntimeError("the low thread completed no batch within %.0f s" % wait_s)
+
+
 # --- models ---
 
 def builtin_resnet(nn, name):
@@ -222,10 +280,13 @@ def environment():
     }
 
 
-def run_high(a):
+def run_high(a, loaded=None, local_peer=None, extra=None):
+    """The high job; loaded (setup's tuple, with the job stream's synchronize as sync), local_peer
+    and extra (fields for the result) come from run_threads in the threads form."""
     res = {"role": "high", "ok": False, "error": ""}
     res.update(environment())
-    torch, dev, dtype, model, sync, info = setup(a, "high", "resnet18")
+    res.update(extra or {})
+    torch, dev, dtype, model, sync, info = loaded or setup(a, "high", "resnet18")
     res.update(info)
     x_host = torch.randn(1, 3, a.image_size, a.image_size).to(dtype)
     if dev.type == "cuda":
@@ -244,7 +305,11 @@ def run_high(a):
         res["warmup_s"] = round(time.monotonic() - t0, 3)
         log("high", "warm-up: %d inferences in %.2f s" % (a.warmup, res["warmup_s"]))
         peer = None
-        if a.peer:
+        if local_peer is not None:
+            log("high", "waiting for the low thread (at most %.0f s)" % a.peer_wait_s)
+            peer = local_peer.wait_running(a.peer_wait_s)
+            log("high", "low thread running")
+        elif a.peer:
             log("high", "waiting for the low process (at most %.0f s)" % a.peer_wait_s)
             peer = Peer.open(a.peer, a.peer_wait_s, "high")
             log("high", "low process running")
@@ -308,10 +373,12 @@ def run_high(a):
     return res
 
 
-def run_low(a):
+def run_low(a, loaded=None, local_peer=None, extra=None):
+    """The low job; the arguments after a as run_high's."""
     res = {"role": "low", "ok": False, "error": "", "batch": a.batch}
     res.update(environment())
-    torch, dev, dtype, model, sync, info = setup(a, "low", "resnet50")
+    res.update(extra or {})
+    torch, dev, dtype, model, sync, info = loaded or setup(a, "low", "resnet50")
     res.update(info)
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev, dtype=dtype)
     x = x.contiguous(memory_format=torch.channels_last)
@@ -324,7 +391,7 @@ def run_low(a):
         if dev.type == "cuda":
             res["max_memory_allocated_gb"] = round(torch.cuda.max_memory_allocated(dev) / 2**30, 2)
         log("low", "warm-up: %d batches of %d in %.2f s" % (a.warmup_batches, a.batch, res["warmup_s"]))
-        peer = Peer.create(a.peer) if a.peer else None
+        peer = local_peer if local_peer is not None else Peer.create(a.peer) if a.peer else None
         deadline = time.monotonic_ns() + int(a.seconds * 1e9)
         images = batches = 0
         first = last = None
@@ -361,20 +428,175 @@ def run_low(a):
     return res
 
 
-def run_role(a):
+def guarded(role, fn, *args, extra=None):
+    """fn's result, or a failed result saying why: an exception is recorded, not lost (the runner
+    reads the result file)."""
     try:
-        res = run_high(a) if a.cmd == "high" else run_low(a)
-    except Exception as e:  # recorded, not lost: the runner reads the result file
-        res = {"role": a.cmd, "ok": False, "error": "%s: %s" % (type(e).__name__, e),
-               "traceback": traceback.format_exc()[-3000:]}
-        res.update(environment())
-        log(a.cmd, "failed: %s" % res["error"])
-    tmp = a.result + ".tmp"
+        return fn(*args, extra=extra)
+    except Exception as e:
+        return failure(role, e, extra)
+
+
+def failure(role, e, extra=None):
+    """The result of a job that raised e (called in the except clause, for the traceback)."""
+    res = {"role": role, "ok": False, "error": "%s: %s" % (type(e).__name__, e),
+           "traceback": traceback.format_exc()[-3000:]}
+    res.update(environment())
+    res.update(extra or {})
+    log(role, "failed: %s" % res["error"])
+    return res
+
+
+def write_result(path, res):
+    tmp = path + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(res, fh)
         fh.write("\n")
-    os.replace(tmp, a.result)
+    os.replace(tmp, path)
+
+
+def run_role(a):
+    res = guarded(a.cmd, run_high if a.cmd == "high" else run_low, a)
+    write_result(a.result, res)
     return 0 if res.get("ok") else 1
+
+
+# --- the threads form ---
+
+THREAD_PRIORITY = {"high": 1, "low": -1}  # gpuprio's PRIORITY_HIGH / PRIORITY_LOW
+HELPER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "gpuprio.py")
+
+
+def load_helper():
+    """tools/python/gpuprio.py as a module (by its path, so no other module named gpuprio can stand
+    in for it), or the reason it could not be loaded."""
+    try:
+        spec = importlib.util.spec_from_file_location("gpuprio", HELPER)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod, ""
+    except Exception as e:
+        return None, "%s not loadable: %s: %s" % (HELPER, type(e).__name__, e)
+
+
+def set_own_priority(role, helper, helper_error):
+    """Under gpuprio: sets the calling thread's priority and reads it back. The fields say what was
+    wanted and whether it took; natively nothing is called (priority_wanted None)."""
+    info = {"priority_wanted": None, "priority_set": False, "thread_priority": None, "priority_error": ""}
+    if not environment()["preloaded"]:
+        return info
+    want = THREAD_PRIORITY[role]
+    info["priority_wanted"] = want
+    try:
+        if helper is None:
+            raise RuntimeError(helper_error)
+        # available() looks the C API up in the process's global scope, where LD_PRELOAD put it; a
+        # preload that failed (ld.so says so on stderr and goes on) leaves it absent.
+        if not helper.available():
+            raise RuntimeError("libgpuprio.so is not loaded in this process (LD_PRELOAD=%s)"
+                               % os.environ.get("LD_PRELOAD", ""))
+        helper.set_thread_priority(want)
+        info["thread_priority"] = helper.get_thread_priority()
+        info["priority_set"] = info["thread_priority"] == want
+        if not info["priority_set"]:
+            info["priority_error"] = "set %d, read back %r" % (want, info["thread_priority"])
+    except Exception as e:
+        info["priority_error"] = "%s: %s" % (type(e).__name__, e)
+    log(role, "thread priority %d: %s" % (want, "set" if info["priority_set"] else info["priority_error"]))
+    return info
+
+
+def job_args(a, role):
+    """The namespace run_high / run_low expect, from the threads command's options."""
+    ja = argparse.Namespace(**vars(a))
+    ja.result = a.high_result if role == "high" else a.low_result
+    ja.peer = ja.stop_file = None  # the peer is a LocalPeer; the main thread stops the low job
+    return ja
+
+
+def run_threads(a):
+    """Both jobs (or the one --jobs names) in threads of this process, each on a stream of its own.
+
+    How the GIL enters the figures: torch releases the GIL inside every operator call (a kernel
+    launch, the copy of the logits) and inside stream.synchronize(), so the low thread holds it only
+    while Python code of its forward pass runs between two launches, and not while it waits for its
+    batch on the GPU. The high thread's latency is still measured as in the high process, from the
+    request's due time to its logits on the host (time.monotonic_ns() in the high thread), so what
+    the high thread waits for the GIL (at most the interpreter's switch interval, recorded, and in
+    practice the gap between two of the low thread's launches) is part of the latency, as it would
+    be for a server that shares its process with a batch job. The other way round, the high thread
+    holds the GIL while it spins the last millisecond before a due time; a low thread that wants to
+    launch then waits, which the batch it already queued on the GPU covers.
+    """
+    jobs = [j for j in a.jobs.split(",") if j]
+    if not jobs or any(j not in ("high", "low") for j in jobs) or len(set(jobs)) != len(jobs):
+        raise SystemExit("--jobs: high, low or high,low, not %r" % a.jobs)
+    for j in ("high", "low"):
+        if j in jobs and not getattr(a, j + "_result"):
+            raise SystemExit("--jobs %s needs --%s-result" % (a.jobs, j))
+    helper, helper_error = load_helper() if environment()["preloaded"] else (None, "")
+    results, threads = {}, {}
+    peer = LocalPeer() if len(jobs) == 2 else None
+    try:
+        # Loaded here, one model after the other, so that the threads do not import torch at the
+        # same time, and the load does not count in either job's time.
+        loaded = {"high": setup(job_args(a, "high"), "high", "resnet18") if "high" in jobs else None,
+                  "low": setup(job_args(a, "low"), "low", "resnet50") if "low" in jobs else None}
+    except Exception as e:
+        for j in jobs:
+            results[j] = failure(j, e, {"form": "threads"})
+        loaded = None
+    if loaded:
+        def job(role):
+            extra = {"form": "threads", "tid": threading.get_native_id(),
+                     "switch_interval_s": sys.getswitchinterval()}
+            # First, before any GPU work of this thread: gpuprio takes the thread's setting for
+            # every operation the thread submits from then on.
+            extra.update(set_own_priority(role, helper, helper_error))
+
+            def body(ja, extra):
+                torch, dev, dtype, model, _, info = loaded[role]
+                stream = torch.cuda.Stream(device=dev)
+                extra["stream"] = "own (priority 0)"
+                with torch.cuda.stream(stream):
+                    fn = run_high if role == "high" else run_low
+                    return fn(ja, (torch, dev, dtype, model, stream.synchronize, info), peer, extra=extra)
+            try:
+                results[role] = guarded(role, body, job_args(a, role), extra=extra)
+            finally:
+                if peer is not None and role == "low":
+                    peer.low_ended.set()
+
+        for j in jobs:
+            threads[j] = threading.Thread(target=job, args=(j,), name="gpuprio-bench-" + j)
+        # The low thread first, as the low process is started first: the high one waits for it.
+        for j in ("low", "high"):
+            if j in threads:
+                threads[j].start()
+        if "high" in threads:
+            threads["high"].join()
+        if peer is not None:
+            peer.stop()  # set by the high thread already, unless it failed before its requests
+        if "low" in threads:
+            # Alone, the low job ends after --seconds; beside the high one, once stopped, at the end
+            # of the batch it is running (the process's timeout covers a hang in either case).
+            threads["low"].join(None if peer is None else 15)
+    stuck = [j for j, t in threads.items() if t.is_alive()]
+    for j in jobs:
+        res = results.get(j)
+        if res is None or j in stuck:
+            res = {"role": j, "ok": False, "form": "threads",
+                   "error": "the %s thread did not end in time (still running when the results were written)" % j}
+            res.update(environment())
+        write_result(getattr(a, j + "_result"), res)
+    rc = 0 if all(results.get(j, {}).get("ok") for j in jobs) and not stuck else 1
+    if stuck:
+        # A thread stuck in a CUDA call would keep the interpreter from exiting.
+        log("threads", "%s still running: exiting without waiting for it" % ", ".join(stuck))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 # --- record / report (standard library only) ---
@@ -414,7 +636,8 @@ def read_part(path, rc, err_path):
 
 
 def make_record(a):
-    rec = {"config": a.config, "round": int(a.round), "gpuprio": bool(int(a.gpuprio))}
+    threads = a.form == "threads"
+    rec = {"config": a.config, "round": int(a.round), "gpuprio": bool(int(a.gpuprio)), "form": a.form}
     if a.skip:
         rec.update(ok=False, skipped=True, error=a.skip)
         return rec
@@ -429,7 +652,14 @@ def make_record(a):
             if bool(js.get("preloaded")) != rec["gpuprio"]:
                 part.update(ok=False, error="preloaded=%s in a %s run" % (js.get("preloaded"),
                                                                           "gpuprio" if rec["gpuprio"] else "native"))
-            elif rec["gpuprio"] and js.get("env_priority") != role:
+            elif threads and js.get("form") != "threads":
+                part.update(ok=False, error="a result of the two-process form in a threads run")
+            elif threads and rec["gpuprio"] and js.get("env_priority"):
+                # Each thread sets its own priority; a process default would hide a thread that did not.
+                part.update(ok=False, error="GPUPRIO_PRIORITY=%r set for the process" % js.get("env_priority"))
+            elif threads and rec["gpuprio"] and not js.get("priority_set"):
+                part.update(ok=False, error="the thread's priority was not set (%s)" % js.get("priority_error"))
+            elif not threads and rec["gpuprio"] and js.get("env_priority") != role:
                 part.update(ok=False, error="GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role))
             elif role == "low" and a.high_result is not None and js.get("stopped_by") not in ("peer", "stop-file"):
                 part.update(ok=False, error="the low process stopped by %r, not by the high process"
@@ -437,6 +667,9 @@ def make_record(a):
         if not part["ok"]:
             errors.append("%s: %s" % (role, part.get("error", "failed")))
         rec[role] = part
+    pids = {js_of(rec, role).get("pid") for role in ("high", "low") if js_of(rec, role)}
+    if threads and len(pids) > 1:
+        errors.append("the two jobs ran in different processes (pids %s)" % sorted(pids))
     rec["ok"] = not errors and ("high" in rec or "low" in rec)
     if errors:
         rec["error"] = "; ".join(errors)
@@ -510,6 +743,8 @@ def build(runs):
         "low_batch": lj.get("batch"), "image_size": hj.get("image_size") or lj.get("image_size"),
         "low_max_memory_gb": lj.get("max_memory_allocated_gb"),
         "rounds": max((r["round"] for r in runs), default=0),
+        # Records written before the threads form have no form: they are of the two-process form.
+        "form": sorted({r.get("form", "processes") for r in runs}),
     }
     return {"bench": "torch_two_process", "meta": meta, "rows": rows,
             "runs": [strip_latencies(r) for r in runs]}
@@ -527,8 +762,10 @@ def strip_latencies(r):
 
 def text(rep):
     m = rep["meta"]
+    form = {("threads",): "one process, each job in a thread of its own with a CUDA stream of its own",
+            ("processes",): "two processes"}.get(tuple(m.get("form") or ["processes"]), "mixed forms")
     lines = [
-        "PyTorch, two processes on %s (torch %s; models: %s)" % (m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
+        "PyTorch, %s, on %s (torch %s; models: %s)" % (form, m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
         "high: %s batch 1 %s, open loop at %s requests/s, %s measured per round; latency from the due time to the "
         "logits on the host" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"]),
         "low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
@@ -562,27 +799,45 @@ def text(rep):
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
-    for role in ("high", "low"):
-        s = sub.add_parser(role)
-        s.add_argument("--result", required=True)
-        s.add_argument("--peer")
+    def common(s):
         s.add_argument("--device", default="cuda")
         s.add_argument("--dtype", choices=["fp16", "fp32"], default="fp16")
         s.add_argument("--impl", choices=["auto", "torchvision", "builtin"], default="auto")
         s.add_argument("--image-size", type=int, default=224)
+
+    def high_options(s):
+        s.add_argument("--rate", type=float, default=20.0)
+        s.add_argument("--requests", type=int, default=340)
+        s.add_argument("--warmup", type=int, default=50)
+        s.add_argument("--warm-releases", type=int, default=20)
+        s.add_argument("--max-seconds", type=float, default=30.0)
+        s.add_argument("--peer-wait-s", type=float, default=60.0)
+
+    def low_options(s):
+        s.add_argument("--batch", type=int, default=1024)
+        s.add_argument("--warmup-batches", type=int, default=3)
+        s.add_argument("--seconds", type=float, default=12.0)
+
+    for role in ("high", "low"):
+        s = sub.add_parser(role)
+        s.add_argument("--result", required=True)
+        s.add_argument("--peer")
+        common(s)
         if role == "high":
-            s.add_argument("--rate", type=float, default=20.0)
-            s.add_argument("--requests", type=int, default=340)
-            s.add_argument("--warmup", type=int, default=50)
-            s.add_argument("--warm-releases", type=int, default=20)
-            s.add_argument("--max-seconds", type=float, default=30.0)
-            s.add_argument("--peer-wait-s", type=float, default=60.0)
+            high_options(s)
         else:
-            s.add_argument("--batch", type=int, default=1024)
-            s.add_argument("--warmup-batches", type=int, default=3)
-            s.add_argument("--seconds", type=float, default=12.0)
+            low_options(s)
             s.add_argument("--stop-file")
+    # The options of both jobs, each once (the two jobs share the device, dtype, impl and size).
+    t = sub.add_parser("threads")
+    t.add_argument("--jobs", default="high,low")
+    t.add_argument("--high-result")
+    t.add_argument("--low-result")
+    common(t)
+    high_options(t)
+    low_options(t)
     r = sub.add_parser("record")
+    r.add_argument("--form", choices=["processes", "threads"], default="processes")
     r.add_argument("--config", required=True)
     r.add_argument("--round", required=True)
     r.add_argument("--gpuprio", default="0")
@@ -593,6 +848,8 @@ def main():
 
     if a.cmd in ("high", "low"):
         return run_role(a)
+    if a.cmd == "threads":
+        return run_threads(a)
     if a.cmd == "record":
         print(json.dumps(make_record(a)))
         return 0

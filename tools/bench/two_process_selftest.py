@@ -4,7 +4,10 @@ or torch: two_process_report.py (run_two_process_bench.sh) and the record/report
 torch_two_process.py (run_torch_bench.sh). Then runs both runners end to end, with and without
 --mps, in a scratch copy of the scripts with stand-ins for the CUDA programs and for
 nvidia-cuda-mps-control (mps_daemon.sh): every process of an --mps run must find the stand-in
-daemon alive, and the daemon must be gone when the runner is. Prints one line per check and
+daemon alive, and the daemon must be gone when the runner is. run_torch_bench.sh --threads runs
+torch_two_process.py's own threads code, on a stand-in torch module (which fails a job thread that
+synchronises the whole device or works outside a stream of its own) and a stand-in for
+tools/python/gpuprio.py (which records each thread's priority). Prints one line per check and
 'N passed, N failed'.
 
 usage: python3 tools/bench/two_process_selftest.py
@@ -187,7 +190,43 @@ def torch_part(d):
     check("torch report: latencies are not copied into the report's runs",
           all("latency_ms" not in ((r.get("high") or {}).get("json") or {}) for r in json.load(open(oj))["runs"]))
     txt = open(ot).read()
-    check("torch report: table", "gpuprio" in txt and "low-alone" in txt and "builtin" in txt, txt)
+    check("torch report: table", "gpuprio" in txt and "low-alone" in txt and "builtin" in txt and
+          "two processes" in txt, txt)
+
+    # The threads form: one process, each thread's own priority instead of GPUPRIO_PRIORITY.
+    def threads_record(config, gpuprio, high=None, low=None, rc=0):
+        args = [script, "record", "--form", "threads", "--config", config, "--round", "1", "--gpuprio", str(gpuprio)]
+        if high:
+            args += ["--high-result", high, "--high-rc", str(rc)]
+        if low:
+            args += ["--low-result", low, "--low-rc", str(rc)]
+        rc, out, err = run(args)
+        assert rc == 0, err
+        return json.loads(out)
+
+    def thread_result(name, role, pid=7, **kw):
+        base = {"role": role, "form": "threads", "pid": pid, "priority_set": True,
+                "thread_priority": 1 if role == "high" else -1, "stopped_by": "peer", **pre}
+        base.update(kw)
+        return result(name, **base)
+
+    r = threads_record("gpuprio", 1, high=thread_result("th1", "high"), low=thread_result("tl1", "low"))
+    check("torch threads record: both priorities set, one process: ok", r["ok"] and r["form"] == "threads", r)
+    r = threads_record("gpuprio", 1, high=thread_result("th2", "high"),
+                       low=thread_result("tl2", "low", priority_set=False, priority_error="not loaded"))
+    check("torch threads record: a thread whose priority was not set fails the run",
+          not r["ok"] and "low: the thread's priority was not set (not loaded)" in r["error"], r.get("error"))
+    r = threads_record("gpuprio", 1, high=thread_result("th3", "high", env_priority="high"),
+                       low=thread_result("tl3", "low"))
+    check("torch threads record: GPUPRIO_PRIORITY for the process fails the run",
+          not r["ok"] and "GPUPRIO_PRIORITY='high' set for the process" in r["error"], r.get("error"))
+    r = threads_record("native", 0, high=thread_result("th4", "high", preloaded=False, priority_set=False),
+                       low=thread_result("tl4", "low", pid=8, preloaded=False, priority_set=False))
+    check("torch threads record: two pids fail the run", not r["ok"] and "different processes" in r["error"],
+          r.get("error"))
+    r = threads_record("alone", 0, high=result("th5", role="high"))
+    check("torch threads record: a result without form=threads fails the run",
+          not r["ok"] and "two-process form" in r["error"], r.get("error"))
 
 
 # --- The runners end to end, with and without --mps ---
@@ -248,6 +287,12 @@ if a[:1] == ["-"]:
     mps_daemon("preflight")
     print("python stand-in\ntorch stand-in CUDA 12.x available True")
     sys.exit(0)
+if len(a) >= 2 and a[0].endswith("torch_two_process.py") and a[1] == "threads":
+    # The script's own threads code, on the stand-in torch (faketorch/ beside bin/).
+    mps_daemon("threads")
+    fake = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "faketorch")
+    env = dict(os.environ, PYTHONPATH=fake + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    os.execve(sys.executable, [sys.executable] + a, env)
 if len(a) < 2 or not a[0].endswith("torch_two_process.py") or a[1] not in ("high", "low"):
     os.execv(sys.executable, [sys.executable] + a)
 role = a[1]
@@ -271,6 +316,154 @@ else:
                stopped_by="stop-file" if stop and os.path.exists(stop) else "seconds")
 with open(opt("--result", ""), "w") as fh:
     json.dump(res, fh)
+"""
+
+# torch for the threads form: what torch_two_process.py uses of it, with "GPU work" that sleeps
+# (the GIL released, as torch's operators release it). A job thread (any thread but the main one)
+# fails when it calls torch.cuda.synchronize() (that would wait for the other job too) or works
+# outside a stream of its own. STANDIN_TORCH_FAIL=low makes the ResNet-50 (batch > 1) fail.
+FAKE_TORCH = r"""
+import contextlib, os, threading, time
+from types import SimpleNamespace
+
+__version__ = "stand-in"
+float16, float32, channels_last = "float16", "float32", "channels_last"
+backends = SimpleNamespace(cudnn=SimpleNamespace(benchmark=True))
+_tls = threading.local()
+
+
+def _job_thread():
+    return threading.current_thread() is not threading.main_thread()
+
+
+def _gpu(n):
+    if _job_thread() and getattr(_tls, "stream", None) is None:
+        raise RuntimeError("stand-in torch: GPU work of a job thread on the default stream")
+    if n > 1 and os.environ.get("STANDIN_TORCH_FAIL") == "low":
+        raise RuntimeError("stand-in torch: the low model fails")
+    time.sleep(0.0005 + 2e-6 * n)
+
+
+class Tensor:
+    def __init__(self, n):
+        self.n = n
+    def to(self, *a, **k):
+        return self
+    def pin_memory(self):
+        return self
+    def contiguous(self, **k):
+        return self
+    def float(self):
+        return self
+    def cpu(self):
+        _gpu(0)
+        return self
+    def __add__(self, other):
+        return self
+
+
+def randn(*shape, **k):
+    return Tensor(shape[0])
+
+
+def manual_seed(s):
+    pass
+
+
+def device(name):
+    return SimpleNamespace(type=name.split(":")[0])
+
+
+def inference_mode():
+    return contextlib.nullcontext()
+
+
+class _Module:
+    def __init__(self, *a, **k):
+        pass
+    def __call__(self, x):
+        return self.forward(x)
+    def forward(self, x):
+        return x
+    def to(self, *a, **k):
+        return self
+    def eval(self):
+        return self
+    def parameters(self):
+        return iter([])
+
+
+class _Sequential(_Module):
+    def __init__(self, *mods):
+        self.mods = mods
+    def forward(self, x):
+        for m in self.mods:
+            x = m(x)
+        return x
+
+
+class _Linear(_Module):
+    def forward(self, x):
+        _gpu(x.n)
+        return x
+
+
+nn = SimpleNamespace(Module=_Module, Sequential=_Sequential, Linear=_Linear, Conv2d=_Module,
+                     BatchNorm2d=_Module, ReLU=_Module, MaxPool2d=_Module, AdaptiveAvgPool2d=_Module,
+                     Flatten=_Module)
+
+
+class _Stream:
+    def __init__(self, device=None, priority=0):
+        pass
+    def synchronize(self):
+        pass
+
+
+@contextlib.contextmanager
+def _stream(s):
+    before = getattr(_tls, "stream", None)
+    _tls.stream = s
+    try:
+        yield
+    finally:
+        _tls.stream = before
+
+
+def _synchronize():
+    if _job_thread():
+        raise RuntimeError("stand-in torch: torch.cuda.synchronize() in a job thread")
+
+
+cuda = SimpleNamespace(Stream=_Stream, stream=_stream, synchronize=_synchronize, is_available=lambda: True,
+                       get_device_name=lambda d=None: "Stand-in H100", max_memory_allocated=lambda d=None: 2**30)
+"""
+
+# tools/python/gpuprio.py in the scratch tree: "loaded" when LD_PRELOAD names gpuprio, unless
+# STANDIN_NO_PRIORITY=1; a thread's setting is its own; each setting is appended to $STANDIN_SEEN as
+# "priority VALUE TID". Setting it from the main thread raises: each job thread must set its own.
+GPUPRIO_HELPER = r"""
+import os, threading
+PRIORITY_UNSET = -1000
+_tls = threading.local()
+
+
+def available():
+    return "gpuprio" in os.environ.get("LD_PRELOAD", "") and os.environ.get("STANDIN_NO_PRIORITY") != "1"
+
+
+def set_thread_priority(p):
+    if threading.current_thread() is threading.main_thread():
+        raise RuntimeError("stand-in gpuprio: priority set from the main thread")
+    if not available():
+        raise RuntimeError("stand-in gpuprio: not loaded")
+    _tls.p = p
+    with open(os.environ["STANDIN_SEEN"], "a") as fh:
+        fh.write("priority %d %d\n" % (p, threading.get_native_id()))
+
+
+def get_thread_priority():
+    return getattr(_tls, "p", PRIORITY_UNSET)
 """
 
 # nvidia-cuda-mps-control: -d starts a "daemon" (a process named like the real one's,
@@ -330,6 +523,10 @@ def scratch_repo(d):
     shutil.copytree(HERE, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
     os.makedirs(os.path.join(root, "tests", "gpu"))
     shutil.copy(os.path.join(REPO, "tests", "gpu", "gpu_run_args.sh"), os.path.join(root, "tests", "gpu"))
+    os.makedirs(os.path.join(root, "tools", "python"))
+    write(os.path.join(root, "tools", "python"), "gpuprio.py", GPUPRIO_HELPER)
+    os.makedirs(os.path.join(root, "faketorch", "torch"))
+    write(os.path.join(root, "faketorch", "torch"), "__init__.py", FAKE_TORCH)
     os.makedirs(os.path.join(root, ".gpu"))
     write_exec(os.path.join(root, ".gpu", "interference"), INTERFERENCE)
     open(os.path.join(root, ".gpu", "libgpuprio.so"), "w").close()
@@ -434,6 +631,66 @@ def mps_runners(d):
                                     dict(tb, STANDIN_UID="1000"))
     check("torch --mps: not root: exit 1 before the preflight", p.returncode == 1 and
           "must run as root" in p.stdout and not seen, p.stdout[-800:])
+    torch_threads(root, d, tb)
+
+
+def torch_threads(root, d, tb):
+    """run_torch_bench.sh --threads on the stand-in torch and gpuprio helper (the script's own
+    threads code runs): one process per run, each thread's own priority under gpuprio, none natively."""
+    # At 200 requests/s and few warm-ups a run takes well under a second.
+    tt = dict(tb, RATE="200", LOW_BATCH="64", TORCH_ARGS="--impl builtin --warmup 3 --warm-releases 2 --warmup-batches 1")
+    for tag, args, env, name in (("threads", ["--threads"], {}, "torch_threads"),
+                                 ("threads_mps", ["--threads", "--mps"], {"STANDIN_WANT_MPS": "1"},
+                                  "torch_threads_mps")):
+        p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", tag, args, dict(tt, **env))
+        names = sorted(os.listdir(out))
+        rpt = json.load(open(os.path.join(out, name + ".json"))) if name + ".json" in names else {"runs": []}
+        runs = {r["config"]: r for r in rpt["runs"]}
+        what = "torch %s:" % " ".join(args)
+        check(what + " exit 0, the four configurations ok, in the threads form",
+              p.returncode == 0 and sorted(runs) == ["alone", "gpuprio", "low-alone", "native"] and
+              all(r["ok"] and r.get("form") == "threads" for r in runs.values()),
+              p.stdout[-2500:] + p.stderr[-1000:])
+        check(what + " output names", {name + ".json", name + ".txt", name + "_runs.jsonl"} <= set(names) and
+              not any(n.startswith("torch_two_process") for n in names) and
+              (("mps" in name) == any(n.endswith("_mps_control.txt") for n in names)), names)
+        procs = [s for s in seen if s[0] != "priority"]
+        daemons = {s[1] for s in procs}
+        check(what + " the preflight and one process per run",
+              [s[0] for s in procs] == ["preflight"] + ["threads"] * 4 and
+              (daemons == {"none"} if "mps" not in name else len(daemons) == 1 and "none" not in daemons), seen)
+        jobs = {c: (js_of_part(r, "high"), js_of_part(r, "low")) for c, r in runs.items()}
+        check(what + " both jobs of a pair in one process, in two threads",
+              all(h.get("pid") == l.get("pid") and h.get("tid") != l.get("tid") and h.get("stream") and l.get("stream")
+                  for c, (h, l) in jobs.items() if c in ("native", "gpuprio")) and
+              jobs.get("alone", ({}, {}))[1] == {} and jobs.get("low-alone", ({}, {}))[0] == {}, jobs)
+        gh, gl = jobs.get("gpuprio", ({}, {}))
+        check(what + " gpuprio: each thread set its own priority, no process priority",
+              gh.get("priority_set") and gh.get("thread_priority") == 1 and gl.get("priority_set") and
+              gl.get("thread_priority") == -1 and gh.get("env_priority") == "" == gl.get("env_priority") and
+              gh.get("env_mode") == "schedule" and
+              sorted(s[1] for s in seen if s[0] == "priority") == ["-1", "1"] and
+              len({s[2] for s in seen if s[0] == "priority"}) == 2, (gh, gl, seen))
+        check(what + " natively nothing set",
+              all(js.get("priority_wanted") is None and not js.get("priority_set") and not js.get("preloaded")
+                  for c, pair in jobs.items() if c != "gpuprio" for js in pair if js), jobs)
+        txt = open(os.path.join(out, name + ".txt")).read() if name + ".txt" in names else ""
+        check(what + " the table names the form", "one process" in txt and
+              ("under MPS" in txt if "mps" in name else "one CUDA context" in txt) and not left, txt)
+
+    # A gpuprio run whose threads cannot set their priority fails; the native runs do not.
+    p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "threads_noprio", ["--threads"],
+                                    dict(tt, STANDIN_NO_PRIORITY="1"))
+    runs = {r["config"]: r for r in json.load(open(os.path.join(out, "torch_threads.json")))["runs"]} \
+        if p.returncode in (0, 1) else {}
+    check("torch --threads: priorities not set: the gpuprio run fails, exit still 0",
+          p.returncode == 0 and runs and not runs["gpuprio"]["ok"] and
+          "priority was not set" in runs["gpuprio"].get("error", "") and runs["native"]["ok"],
+          p.stdout[-2000:])
+
+
+def js_of_part(rec, role):
+    return (rec.get(role) or {}).get("json") or {}
 
 
 def main():
