@@ -116,7 +116,14 @@ void CaptureWindow::OnProfilerStart() {
   if (options_.range != CaptureRange::kProfilerApi) return;
   absl::MutexLock lock(&mu_);
   start_requested_ = true;
+  // The range begins with the call: the work the program submits right after it must be recorded,
+  // so wait for the window's thread to open the recording. Bounded: never hold the program.
+  if (state_ == State::kWaiting) {
+    mu_.AwaitWithTimeout(absl::Condition(this, &CaptureWindow::Decided), kOpenWait);
+  }
 }
+
+bool CaptureWindow::Decided() const { return state_ != State::kWaiting; }
 
 void CaptureWindow::OnProfilerStop() {
   if (options_.range != CaptureRange::kProfilerApi) return;

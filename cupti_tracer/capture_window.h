@@ -52,8 +52,9 @@ class CaptureWindow {
   // started (then nothing will be recorded; the caller says so). Once.
   bool Start();
 
-  // cuProfilerStart / cuProfilerStop (kProfilerApi only; ignored otherwise). Never block on the
-  // trace being written: the window's thread does the work.
+  // cuProfilerStart / cuProfilerStop (kProfilerApi only; ignored otherwise). A start returns once
+  // the recording is open (at most kOpenWait), so what the program submits next is recorded.
+  // Neither blocks on the trace being written: the window's thread does that.
   void OnProfilerStart();
   void OnProfilerStop();
 
@@ -68,8 +69,12 @@ class CaptureWindow {
   static void ResetEarlyProfilerStartForTest();
 
  private:
+  static constexpr absl::Duration kOpenWait = absl::Seconds(5);
+
   void Run();
   static void* RunThread(void* self);
+  // Whether the window's thread has opened the recording or given up (no longer kWaiting).
+  bool Decided() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CaptureWindowOptions options_;
   const std::function<void()> open_;

@@ -22,8 +22,11 @@ struct Recorder {
   std::vector<absl::Duration> at;
   absl::Time started = absl::Now();
 
-  std::function<void()> Action(const std::string& name) {
-    return [this, name] {
+  // `takes`: how long the action runs before it is recorded (CUPTI's enabling can take a while).
+  std::function<void()> Action(const std::string& name,
+                               absl::Duration takes = absl::ZeroDuration()) {
+    return [this, name, takes] {
+      absl::SleepFor(takes);
       absl::MutexLock lock(&mu);
       calls.push_back(name);
       at.push_back(absl::Now() - started);
@@ -99,17 +102,15 @@ TEST_CASE("The profiler range opens at cuProfilerStart and closes at cuProfilerS
   Recorder r;
   CaptureWindowOptions options;
   options.range = CaptureRange::kProfilerApi;
-  CaptureWindow window(options, r.Action("open"), r.Action("close"));
+  CaptureWindow window(options, r.Action("open", absl::Milliseconds(200)), r.Action("close"));
   REQUIRE(window.Start());
   window.OnProfilerStop();  // a stop before any start is ignored
   absl::SleepFor(absl::Milliseconds(100));
   CHECK(r.Calls().empty());
   CHECK(window.state() == State::kWaiting);
 
+  // Open when the start returns: the work submitted right after it is recorded.
   window.OnProfilerStart();
-  for (int i = 0; i < 3000 && window.state() != State::kOpen; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
   CHECK(window.state() == State::kOpen);
   CHECK(r.Calls() == std::vector<std::string>{"open"});
   window.OnProfilerStart();  // a second start changes nothing
