@@ -526,16 +526,25 @@ bool Dispatcher::IssueNext() {
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     // An op longer than its budget holds every SM it fills for longer than the budget allows: it
     // waits until the more important levels have paused for a while, not merely between two of
-    // their kernels (options.h).
+    // their kernels (options.h) -- unless more important work is queued behind it on its own
+    // stream: that work cannot run before it, so holding it would hold that work too, for ever.
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue ||
         (op->priority < ceiling && estimate > budget_ns &&
-         HigherBusyWithin(op->priority, now, options_.long_op_idle_ns))) {
+         HigherBusyWithin(op->priority, now, options_.long_op_idle_ns) &&
+         !MoreImportantBehind(*q, op->priority))) {
       if (op->held_since_ns == 0) op->held_since_ns = now;
       return false;
     }
   }
   Issue(q, op, op->priority < ceiling && !confine ? budget_ns : 0, confine);
   return true;
+}
+
+bool Dispatcher::MoreImportantBehind(const StreamQueue& q, int priority) const {
+  for (const Op* op : q.pending) {
+    if (op->priority > priority) return true;
+  }
+  return false;
 }
 
 bool Dispatcher::HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const {

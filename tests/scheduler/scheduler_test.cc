@@ -261,6 +261,31 @@ TEST_CASE("A thread that runs ahead of its stream's issue waits, and resumes as 
   CHECK(next == 40);
 }
 
+TEST_CASE("A long op with more important work queued behind it on its own stream is not held",
+          "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  StreamState* shared = Stream(s, 0x8002);
+  // A low op longer than the budget (10 ms against 1 ms), then a high op on the same stream: the
+  // high op waits for the low one (stream order), so holding the low op while "more important
+  // work is busy" would hold that very work, forever.
+  Op* low = TaggedOp(shared, -1, 0);
+  low->cost_key = nullptr;
+  low->cost_hint_ns = 10'000'000;
+  s.Submit(low);
+  Submit(s, shared, 1, 1);
+  {
+    Waiter issued([&] { s.WaitStream(shared); });
+    const bool done = issued.DoneWithin(std::chrono::seconds(10));
+    CHECK(done);
+    if (!done) s.StopDispatchers(/*bounded=*/true);  // lets the waiter return
+  }
+  const std::vector<Issued> log = Log();
+  REQUIRE(log.size() == 2);
+  CHECK(log[0].tag == 0);
+  CHECK(log[1].tag == 1);
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();
