@@ -528,9 +528,13 @@ bool Dispatcher::IssueNext() {
     // waits until the more important levels have paused for a while, not merely between two of
     // their kernels (options.h) -- unless more important work is queued behind it on its own
     // stream: that work cannot run before it, so holding it would hold that work too, for ever.
+    // The hold is bounded (long_op_max_hold_ns): lower work must always progress.
+    const bool held_long =
+        op->held_since_ns != 0 &&
+        now - op->held_since_ns >= static_cast<int64_t>(options_.long_op_max_hold_ns);
     if (Admit(op->priority, estimate, snapshot) != Admission::kIssue ||
-        (op->priority < ceiling && estimate > budget_ns &&
-         HigherBusyWithin(op->priority, now, options_.long_op_idle_ns) &&
+        (op->priority < ceiling && estimate > budget_ns && !held_long &&
+         HigherBusyWithin(q, op->priority, now, options_.long_op_idle_ns) &&
          !MoreImportantBehind(*q, op->priority))) {
       if (op->held_since_ns == 0) op->held_since_ns = now;
       return false;
@@ -547,10 +551,17 @@ bool Dispatcher::MoreImportantBehind(const StreamQueue& q, int priority) const {
   return false;
 }
 
-bool Dispatcher::HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
+bool Dispatcher::HigherBusyWithin(const StreamQueue* except, int priority, int64_t now_ns,
+                                  uint64_t window_ns) const {
+  // Queued work counts only where it could be issued next (a queue's front, as for admission):
+  // more important ops stuck behind less important ones wait for those, so counting them would
+  // hold the very work they wait for.
+  for (const StreamQueue* q : active_) {
+    if (q != except && q->pending.front()->priority > priority) return true;
+  }
   for (const LevelCounts& c : counts_) {
     if (c.priority <= priority) continue;
-    if (c.pending > 0 || c.in_flight_ops > 0) return true;
+    if (c.in_flight_ops > 0) return true;
     if (now_ns - c.last_busy_ns < static_cast<int64_t>(window_ns)) return true;
   }
   return false;

@@ -192,7 +192,8 @@ class Dispatcher {
   bool ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling);
   // Whether more important work was busy (queued, in flight, or within `window_ns`) anywhere on
   // this device: a long op waits for such a level to have been idle that long.
-  bool HigherBusyWithin(int priority, int64_t now_ns, uint64_t window_ns) const;
+  bool HigherBusyWithin(const StreamQueue* except, int priority, int64_t now_ns,
+                        uint64_t window_ns) const;
   // Whether `q` holds an op more important than `priority` (behind its front, in stream order).
   bool MoreImportantBehind(const StreamQueue& q, int priority) const;
   // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.

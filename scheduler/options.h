@@ -71,6 +71,10 @@ struct SchedulerOptions {
   // been idle this long: a level that pauses for microseconds between kernels of one burst must
   // not let a long kernel in each time.
   uint64_t long_op_idle_ns = 5'000'000;
+  // ...but never longer than this after the policy first held it: then the budget alone admits
+  // it, so lower work always progresses (a thread synchronising on it is never stalled for good,
+  // whatever keeps the higher levels busy).
+  uint64_t long_op_max_hold_ns = 50'000'000;
   coordinator::SegmentOptions segment;  // GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
 };
 

@@ -286,6 +286,33 @@ TEST_CASE("A long op with more important work queued behind it on its own stream
   CHECK(log[1].tag == 1);
 }
 
+TEST_CASE("A long op is not held for more important work stuck behind less important work",
+          "[scheduler]") {
+  ResetGpu();
+  Scheduler s(Options(), ScriptedDriver());
+  StreamState* first = Stream(s, 0x9002);
+  StreamState* second = Stream(s, 0x9004);
+  // `first`: a low op longer than the budget. `second`: a short low op, then a high one. The
+  // dispatcher takes the oldest of the equal fronts, the long op; the high op behind the short
+  // one cannot run before either, so it must not make the long op wait for a pause.
+  Op* op = TaggedOp(first, -1, 0);
+  op->cost_key = nullptr;
+  op->cost_hint_ns = 10'000'000;
+  s.Submit(op);
+  Submit(s, second, -1, 1);
+  Submit(s, second, 1, 2);
+  {
+    Waiter issued([&] {
+      s.WaitStream(first);
+      s.WaitStream(second);
+    });
+    const bool done = issued.DoneWithin(std::chrono::seconds(10));
+    CHECK(done);
+    if (!done) s.StopDispatchers(/*bounded=*/true);  // lets the waiter return
+  }
+  CHECK(Log().size() == 3);
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();
