@@ -20,25 +20,23 @@ void NoteProfilerStart();
 // closes the range (the trace is written on the tracer's own thread).
 void NoteProfilerStop();
 
-template <>
-struct Interceptor<ApiId::k_cuProfilerStart, ApiClass::kPassThrough> {
+// Tells the tracer (`note`), then makes the real call.
+template <void (*note)()>
+struct ProfilerCall {
   template <typename Real>
   static CUresult Call(CallPath /*path*/, Real real) {
-    if (!InDriverCall()) NoteProfilerStart();
+    if (!InDriverCall()) note();
     DriverCallScope in_driver;
     return real();
   }
 };
 
 template <>
-struct Interceptor<ApiId::k_cuProfilerStop, ApiClass::kPassThrough> {
-  template <typename Real>
-  static CUresult Call(CallPath /*path*/, Real real) {
-    if (!InDriverCall()) NoteProfilerStop();
-    DriverCallScope in_driver;
-    return real();
-  }
-};
+struct Interceptor<ApiId::k_cuProfilerStart, ApiClass::kPassThrough>
+    : ProfilerCall<&NoteProfilerStart> {};
+template <>
+struct Interceptor<ApiId::k_cuProfilerStop, ApiClass::kPassThrough>
+    : ProfilerCall<&NoteProfilerStop> {};
 
 }  // namespace gpuprio::hook
 

@@ -112,10 +112,11 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
   return CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
 }
 
-// An op for a call whose arguments are all self-contained values, ready to submit.
+// An op for a call whose arguments are all self-contained values, ready to submit. `priority` is
+// the one ScheduleStreamCall resolved for the call.
 template <ApiId kId, typename Real, typename... Args>
-scheduler::Op* ByValueOp(scheduler::Scheduler* s, scheduler::StreamState* stream,
-                         uint64_t cost_hint_ns, Args... args) {
+scheduler::Op* ByValueOp(scheduler::StreamState* stream, int priority, uint64_t cost_hint_ns,
+                         Args... args) {
   using Tuple = std::tuple<Args...>;
   static_assert(sizeof(Tuple) <= scheduler::Op::kArgBytes, "op argument storage too small");
   scheduler::Op* op = scheduler::OpPool::ForThisThread().Take();
@@ -123,7 +124,7 @@ scheduler::Op* ByValueOp(scheduler::Scheduler* s, scheduler::StreamState* stream
   op->issue = &IssueTupleOp<kId, Real, Tuple>;
   op->name = Info(kId).symbol;
   op->stream = stream;
-  op->priority = s->EffectivePriority(stream);
+  op->priority = priority;
   op->cost_hint_ns = cost_hint_ns;
   op->submit_ns = base::SteadyNowNs();
   return op;
@@ -183,7 +184,9 @@ CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hi
   scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
   return ScheduleStreamCall<kId>(
       s, stream, steps,
-      [&](int) { return Deferral{ByValueOp<kId, Real>(s, stream, cost_hint_ns, args...)}; },
+      [&](int priority) {
+        return Deferral{ByValueOp<kId, Real>(stream, priority, cost_hint_ns, args...)};
+      },
       [&] { return real(args...); });
 }
 

@@ -1,7 +1,7 @@
 // The rows whose scheduling needs more than their class's generic handling: event record and
 // stream wait event (record -> wait ordering), copies that touch host memory (pageable memory is
-// copied synchronously by CUDA, so those run inline), stream query, context synchronize, captures, and the destroy/unload calls that must
-// also forget what the scheduler cached.
+// copied synchronously by CUDA, so those run inline), stream query, context synchronize, captures,
+// and the destroy/unload calls that must also forget what the scheduler cached.
 #ifndef GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
 #define GPUPRIO_HOOK_SCHEDULED_STREAM_CALLS_H_
 
@@ -75,7 +75,7 @@ struct HostCopyInterceptor {
     NoExtraSteps steps;
     // Issued now (inline or by the fast path), a copy behaves exactly as CUDA's own, pageable
     // memory included; the pointer checks are driver calls, made only for a copy to be queued.
-    auto make_op = [&](int) {
+    auto make_op = [&](int priority) {
       bool pageable = false;
       size_t bytes = 0;
       auto inspect = [&](auto arg) {
@@ -93,7 +93,7 @@ struct HostCopyInterceptor {
         pageable = IsPageableHostMemory(dst) || IsPageableHostMemory(src);
       }
       if (pageable) return Deferral{};
-      return Deferral{ByValueOp<kId, Real>(s, stream, CopyCostHintNs(bytes), args...)};
+      return Deferral{ByValueOp<kId, Real>(stream, priority, CopyCostHintNs(bytes), args...)};
     };
     return ScheduleStreamCall<kId>(s, stream, steps, make_op, [&] { return real(args...); });
   }
