@@ -142,7 +142,7 @@ void Dispatcher::AdoptDirectWork() {
     const int priority = s->direct_priority.load(std::memory_order_relaxed);
     StreamQueue& q = QueueFor(s);
     SetContext(s->context);
-    q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr});
+    q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr, false});
     AdjustInFlight(priority, +1, 0);
     if (!q.tracked) {
       q.tracked = true;
@@ -520,6 +520,13 @@ bool Dispatcher::IssueNext() {
   // rule of the policy applies to it: it keeps its queue depth on its SMs.
   const bool confine =
       options_.isolation != Isolation::kOff && ShouldConfine(*op, now, peer_ceiling);
+  if (!inherited && confine && q->confined_in_flight_ops > 0 &&
+      q->confined_in_flight_ns +
+              static_cast<int64_t>(estimates_.Estimate(op->cost_key, op->cost_hint_ns)) >
+          static_cast<int64_t>(options_.confined_queue_ns)) {
+    if (op->held_since_ns == 0) op->held_since_ns = now;
+    return false;
+  }
   if (!inherited && !confine) {
     highest = std::max(highest, HighestActiveExcept(q));
     const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
@@ -822,6 +829,10 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     // the GPU drain before more is admitted); otherwise a mark every 32 ops keeps the event cost
     // off the launch rate.
     ++q->ops_since_mark;
+    // Confined work is marked like budgeted work, against its queue bound: its completions free
+    // room on the twin.
+    const bool confined = op->confined_stream != nullptr;
+    if (confined) budget_ns = options_.confined_queue_ns;
     const bool budgeted = budget_ns > 0;
     const bool mark =
         start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
@@ -836,8 +847,13 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
         mark && start == nullptr && !q->in_flight.empty() && !q->marks.empty() &&
         q->marks.back().covers == q->in_flight.size() &&
         driver_.event_query(q->marks.back().event) == CUDA_ERROR_NOT_READY;
-    q->in_flight.push_back({op->priority, estimate, op->cost_key, now, back_to_back, start});
+    q->in_flight.push_back(
+        {op->priority, estimate, op->cost_key, now, back_to_back, start, confined});
     AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
+    if (confined) {
+      ++q->confined_in_flight_ops;
+      q->confined_in_flight_ns += static_cast<int64_t>(estimate);
+    }
     if (!q->tracked) {
       q->tracked = true;
       tracking_.push_back(q);
@@ -963,6 +979,10 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
   for (size_t i = 0; i < count && !q->in_flight.empty(); ++i) {
     const InFlight& f = q->in_flight.front();
     AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+    if (f.confined) {
+      --q->confined_in_flight_ops;
+      q->confined_in_flight_ns -= static_cast<int64_t>(f.estimate_ns);
+    }
     if (f.start != nullptr) q->free_events.push_back(f.start);
     q->in_flight.pop_front();
   }

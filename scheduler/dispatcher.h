@@ -117,6 +117,7 @@ class Dispatcher {
     int64_t issue_ns;
     bool back_to_back;  // queued behind the mark before it while that mark's work still ran
     CUevent start;      // recorded just before the op when its cost is being learned, or null
+    bool confined;      // issued on the stream's twin
   };
   struct CompletionMark {
     CUevent event;
@@ -148,6 +149,9 @@ class Dispatcher {
     CUstream twin = nullptr;
     bool twin_failed = false;
     bool away = false;  // its latest work is on the twin (mirrored in StreamState::away)
+    // Its confined ops in flight and their estimated GPU time (options.confined_queue_ns).
+    int confined_in_flight_ops = 0;
+    int64_t confined_in_flight_ns = 0;
     // Legacy NULL-stream order across a twin (ContextLinks): ops issued on this blocking stream,
     // how many of them the legacy stream is known to follow, and how many legacy ops this
     // stream is known to follow.

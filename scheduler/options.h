@@ -66,6 +66,11 @@ struct SchedulerOptions {
   // Spatial isolation. Off here (unit tests opt in); the library defaults to kActive.
   Isolation isolation = Isolation::kOff;
   int reserved_sms = 16;  // GPUPRIO_RESERVED_SMS: SMs kept free of confined work
+  // Confined work needs no budget (it cannot delay the reserved SMs), but what is queued on a
+  // twin stays there when the level above goes quiet: a stream keeps at most this much estimated
+  // GPU time on its twin (and always at least one op), so its return to the whole GPU waits for
+  // one long kernel at most, not for a deep queue of them.
+  uint64_t confined_queue_ns = 10'000'000;
   // Without isolation, an op longer than the budget (it would hold every SM it fills for longer
   // than the budget allows) is admitted below a more important level only once that level has
   // been idle this long: a level that pauses for microseconds between kernels of one burst must

@@ -25,6 +25,9 @@
 #                       graphs, -lcuda program) with GPUPRIO_ISOLATION=force, schedule mode:
 #                       bit-identical outputs, a green context and confined ops     [~2.5 min]
 #   iso_two_process_mps two processes under MPS, L 0.2/2/20/100 ms, isolation active [~4.5 min, cap 5.5]
+#   iso_mps_tail        where the two-process tail under MPS comes from: L 2/20 ms, 400 releases,
+#                       gpuprio (both processes) against gpuprio-low (the high process native, every
+#                       low op confined)                                              [~2 min, cap 3.5]
 #   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
 #                       two processes under MPS (isolation across processes needs it), isolation
 #                       active, 3 rounds (run_torch_bench.sh --mps; root)          [~5 min, cap 7.5]
@@ -69,6 +72,8 @@ for step in "$@"; do
     isolated) GPUPRIO_ISOLATION=force GPUPRIO_CHECK_MODE=schedule bash tests/gpu/run_interception_check.sh "$dir" ;;
     iso_two_process_mps) LOW_MS="0.2 2 20 100" BENCH_BUDGET=300 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                            bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
+    iso_mps_tail) LOW_MS="2 20" RELEASES=400 PAIR_CONFIGS="low-alone gpuprio gpuprio-low" BENCH_BUDGET=200 \
+                    BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                  bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     iso_torch_threads) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \

@@ -11,7 +11,10 @@
 //      on the whole GPU; a synchronize of the stream returned after its last kernel ran.
 //   With EXPECTED_CONFINED_SMS 0 (a driver without green contexts), nothing is confined and the
 //   rest holds as well.
-//   3. After the activity window (0.5 s) with no high work, the low thread's new kernels run on
+//   3. A confined stream keeps a bounded queue on its twin: with the device paused, of four
+//      20 ms kernels (the first one measured) the dispatcher issues one and holds the rest, so
+//      the stream's return to the whole GPU waits for one long kernel, not four; all run confined.
+//   4. After the activity window (0.5 s) with no high work, the low thread's new kernels run on
 //      the whole GPU again, still in order after the confined ones.
 #include <cuda.h>
 
@@ -154,7 +157,49 @@ int Run(int expected_sms) {
   Check(fakecuda_count_calls("cuGreenCtxCreate") == (expected_sms == 0 ? 0 : 1),
         "one green context for the device");
 
-  // 3. Quiet for longer than the activity window: back on the whole GPU.
+  // 3. A bounded queue on the twin (options.confined_queue_ns: 10 ms).
+  if (expected_sms != 0) {
+    const uint64_t before_long = fakecuda_exec_count();
+    std::thread refresh([&] {
+      CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (high again)");
+      SetThreadPriority(1);
+      uint64_t ns = 20'000;
+      void* args[] = {&ns};
+      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, args, nullptr), "high");
+      CheckCu(cuStreamSynchronize(high_stream), "high sync");
+    });
+    refresh.join();
+    uint64_t launches_while_paused = 0;
+    // A kernel of its own: the estimate is per function, and sleep_ns is known as short.
+    CUfunction long_kernel = sched_client::Function(driver.module, "empty");
+    fakecuda_set_kernel_duration_ns("empty", 20'000'000);
+    std::thread deep([&] {
+      CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (deep)");
+      SetThreadPriority(-1);
+      auto launch = [&] {
+        CheckCu(cuLaunchKernel(long_kernel, 1, 1, 1, 1, 1, 1, 0, low_stream, nullptr, nullptr),
+                "long");
+      };
+      launch();  // measured: its duration is known from here on
+      CheckCu(cuStreamSynchronize(low_stream), "long sync");
+      fakecuda_set_device_paused(0, 1);
+      const uint64_t reached = fakecuda_count_calls("cuLaunchKernel");
+      for (int i = 0; i < 4; ++i) launch();
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      launches_while_paused = fakecuda_count_calls("cuLaunchKernel") - reached;
+      fakecuda_set_device_paused(0, 0);
+      CheckCu(cuStreamSynchronize(low_stream), "deep sync");
+    });
+    deep.join();
+    const Ran long_ran = RanSince(before_long, "empty");
+    Check(launches_while_paused == 1,
+          ("one long kernel queued on the twin at a time (issued while paused: " +
+           std::to_string(launches_while_paused) + ")")
+              .c_str());
+    Check(long_ran.total == 5 && long_ran.green == 5, "the long low kernels all ran confined");
+  }
+
+  // 4. Quiet for longer than the activity window: back on the whole GPU.
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   const uint64_t after_confined = fakecuda_exec_count();
   std::thread later([&] {

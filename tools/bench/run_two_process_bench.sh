@@ -40,7 +40,10 @@
 # Environment: LOW_MS, ROUNDS (3), RELEASES (200), WARMUP (10), MAX_SECONDS (6; the high process
 # stops measuring then), LOW_ALONE_SECONDS (3), PEER_WAIT (15), BENCH_TIMEOUT (40, per high process),
 # BENCH_BUDGET (220), LOW_SHAPE, EXTRA_ARGS (more interference flags for both processes),
-# BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON.
+# BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON,
+# PAIR_CONFIGS (the per-L configurations, default "low-alone native gpuprio"; add "gpuprio-low" for
+# the high process native beside a low process with every op confined: what the partition alone
+# gives, with nothing of gpuprio in the high process).
 set -uo pipefail
 
 gp_flags=(mps)
@@ -92,11 +95,13 @@ run_config() {
   local round="$1" low="$2" config="$3"
   n=$((n + 1))
   local tag="$n.$config.l$low.r$round" with_lib=0 skip="" domain="gpbench_$$_$n"
-  [[ "$config" == gpuprio || "$config" == alone-gpuprio ]] && with_lib=1
+  [[ "$config" == gpuprio* || "$config" == alone-gpuprio ]] && with_lib=1
   local -a henv=() lenv=()
   if ((with_lib)); then
     henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    # The diagnosis: the high process native, every low op confined.
+    [[ "$config" == gpuprio-low ]] && henv=() lenv+=(GPUPRIO_ISOLATION=force)
     ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
   fi
   ((SECONDS - start > budget)) && skip="skipped: the runs took over BENCH_BUDGET=${budget}s"
@@ -119,7 +124,7 @@ run_config() {
       start_proc "$tag.low" $((${low_alone_seconds%.*} + 30)) -- "$bin" --role low --low-ms "$low" \
         --seconds "$low_alone_seconds" "${cycles_args[@]}" "${common[@]}"
       lpid=$started_pid ;;
-    native | gpuprio)
+    native | gpuprio | gpuprio-low)
       start_proc "$tag.low" $((low_seconds + 15)) "${lenv[@]}" -- "$bin" --role low --low-ms "$low" \
         --peer-file "$peer" --stop-file "$stop" --seconds "$low_seconds" "${cycles_args[@]}" "${common[@]}"
       lpid=$started_pid
@@ -170,7 +175,7 @@ fi
 cycles_args=(--cycles-per-us "$cycles")
 say "calibrated: $cycles SM cycles per us"
 
-pair_configs=(low-alone native gpuprio)
+read -r -a pair_configs <<<"${PAIR_CONFIGS:-low-alone native gpuprio}"
 ((native_only)) && pair_configs=(low-alone native)
 for ((r = 1; r <= rounds; r++)); do
   run_config "$r" 0 alone

@@ -32,7 +32,11 @@ import sys
 from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, process_part, ratio,
                          run_report_command, spread)
 
-PAIR_CONFIGS = ["low-alone", "native", "gpuprio"]  # per L; "alone" and "alone-gpuprio" have no L
+# Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
+# PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
+# whose every op is confined (GPUPRIO_ISOLATION=force): what the partition alone leaves the high
+# process, without anything gpuprio does in it.
+PAIR_CONFIGS = ["low-alone", "native", "gpuprio", "gpuprio-low"]
 P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
 LOW_TARGET = 0.90  # gpuprio low rate / (low alone x (1 - busy)) at least
 
@@ -54,7 +58,7 @@ def make_record(a):
         js = part.get("json") or {}
         # Under gpuprio both processes must have had the library and their priority; natively neither.
         if part["ok"]:
-            want = rec["gpuprio"]
+            want = rec["gpuprio"] and not (a.config == "gpuprio-low" and role == "high")
             if bool(js.get("preloaded")) != want:
                 part["ok"] = False
                 part["error"] = "preloaded=%s in a %s run" % (js.get("preloaded"), "gpuprio" if want else "native")
@@ -93,7 +97,7 @@ def fig(r, key):
         # ~20 kernels in a window, is not off by a kernel; counted over the window otherwise.
         if r["config"] == "low-alone":
             return low_js(r).get("low_own_timed_per_s") or low_js(r).get("low_own_per_s")
-        if r["config"] in ("native", "gpuprio"):
+        if r["config"] in ("native", "gpuprio", "gpuprio-low"):
             return high_js(r).get("low_active_per_s") or high_js(r).get("low_kernels_per_s")
         return None
     if r["config"] == "low-alone":
