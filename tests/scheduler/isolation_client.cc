@@ -103,16 +103,21 @@ int Run(int expected_sms) {
   Check(alone_ran.total == 5 && alone_ran.green == 0, "a lone level's work ran on the whole GPU");
   Check(fakecuda_count_calls("cuGreenCtxCreate") == 0, "no green context for a lone level");
 
+  // A short kernel of a high-priority thread: its level is active for the next 0.5 s.
+  auto run_high = [&] {
+    std::thread high([&] {
+      CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (high)");
+      SetThreadPriority(1);
+      uint64_t ns = 20'000;
+      void* args[] = {&ns};
+      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, args, nullptr), "high");
+      CheckCu(cuStreamSynchronize(high_stream), "high sync");
+    });
+    high.join();
+  };
+
   // 2. A more important level is active.
-  std::thread high([&] {
-    CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (high)");
-    SetThreadPriority(1);
-    uint64_t ns = 20'000;
-    void* args[] = {&ns};
-    CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, args, nullptr), "high");
-    CheckCu(cuStreamSynchronize(high_stream), "high sync");
-  });
-  high.join();
+  run_high();
   uint64_t sync_returned_ns = 0;
   std::thread low([&] {
     CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (low)");
@@ -160,15 +165,7 @@ int Run(int expected_sms) {
   // 3. A bounded queue on the twin (options.confined_queue_ns: 10 ms).
   if (expected_sms != 0) {
     const uint64_t before_long = fakecuda_exec_count();
-    std::thread refresh([&] {
-      CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (high again)");
-      SetThreadPriority(1);
-      uint64_t ns = 20'000;
-      void* args[] = {&ns};
-      CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, high_stream, args, nullptr), "high");
-      CheckCu(cuStreamSynchronize(high_stream), "high sync");
-    });
-    refresh.join();
+    run_high();
     uint64_t launches_while_paused = 0;
     // A kernel of its own: the estimate is per function, and sleep_ns is known as short.
     CUfunction long_kernel = sched_client::Function(driver.module, "empty");
