@@ -19,6 +19,9 @@ namespace gpuprio::scheduler {
 using base::SteadyNowNs;
 namespace {
 
+// The longest sleep on an estimated end of confined work (an estimate can be far off).
+constexpr int64_t kMaxConfinedSleepNs = 100'000'000;
+
 inline void CpuRelax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
@@ -225,7 +228,9 @@ void Dispatcher::Run() {
         continue;
       }
       MarkAllUncovered();
-      if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/true);
+      if (coordinator_ != nullptr) {
+        PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
+      }
       WaitWhileHeld(&held_rounds, &held_backoff_ns);
       continue;
     }
@@ -263,6 +268,17 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // a whole budget, and sleeping on it would idle the GPU).
   constexpr int kSpinRounds = 8;
   constexpr int64_t kMinBackoffNs = 20'000;
+  // Held by the confined queue bound: nothing to notice before the oldest confined op's
+  // estimated end (new work still wakes the thread at once). Past that end, the usual polling,
+  // from its shortest interval.
+  const int64_t until = confined_wait_until_ns_;
+  const int64_t now = SteadyNowNs();
+  if (until - now > kMinBackoffNs) {
+    *backoff_ns = 0;
+    Park(absl::Nanoseconds(std::min<int64_t>(until - now, kMaxConfinedSleepNs)),
+         /*wake_for_released_streams=*/false);
+    return;
+  }
   if (++*rounds <= kSpinRounds) {
     for (int i = 0; i < 64; ++i) CpuRelax();
     return;
@@ -280,7 +296,9 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
 void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   const int64_t now = SteadyNowNs();
   PublishToPeers(now, /*held=*/false);
-  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent()) {
+  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent() &&
+      coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
+          .any_held) {
     // Other processes wait on this work: its end is polled (sleeps growing to
     // options.peer_poll_ns), so the level is withdrawn soon after the GPU finishes it.
     constexpr int64_t kMinPollNs = 10'000;
@@ -291,10 +309,18 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
     Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/true);
     return;
   }
-  // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
-  // while work of this process is still in flight).
   *rounds = 0;
   *backoff_ns = 0;
+  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent()) {
+    // Other processes are attached but none holds work back (under MPS, say, their work runs
+    // confined beside this one's): polling every few microseconds would only compete with this
+    // process's own launches for the driver. A peer that starts to wait is noticed within
+    // options.peer_idle_poll_ns.
+    Park(absl::Nanoseconds(options_.peer_idle_poll_ns), /*wake_for_released_streams=*/true);
+    return;
+  }
+  // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
+  // while work of this process is still in flight).
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true);
 }
 
@@ -473,6 +499,7 @@ Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
 }
 
 bool Dispatcher::IssueNext() {
+  confined_wait_until_ns_ = 0;
   if (active_.empty()) return false;
   StreamQueue* best = nullptr;
   for (StreamQueue* q : active_) {
@@ -525,6 +552,11 @@ bool Dispatcher::IssueNext() {
               static_cast<int64_t>(estimates_.Estimate(op->cost_key, op->cost_hint_ns)) >
           static_cast<int64_t>(options_.confined_queue_ns)) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
+    for (const InFlight& f : q->in_flight) {
+      if (!f.confined) continue;
+      confined_wait_until_ns_ = f.issue_ns + static_cast<int64_t>(f.estimate_ns);
+      break;
+    }
     return false;
   }
   if (!inherited && !confine) {

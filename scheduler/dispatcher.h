@@ -307,6 +307,11 @@ class Dispatcher {
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;
   int64_t last_progress_ns_ = 0;  // last issue or observed completion (the exit stall bound)
+  // Set when IssueNext's last refusal was the confined queue bound: when the oldest confined op
+  // in flight on that stream should end. The dispatcher then sleeps until then instead of
+  // polling (the poll's driver calls would contend with client threads' launches), and tells
+  // other processes it holds nothing back (no one waits on it).
+  int64_t confined_wait_until_ns_ = 0;
 };
 
 }  // namespace gpuprio::scheduler

@@ -59,6 +59,9 @@ struct SchedulerOptions {
   // and the other process's levels are polled at least this often: a late notice idles the GPU
   // for both processes.
   uint64_t peer_poll_ns = 50'000;
+  // While other processes are attached but none holds work back, this process's own work in
+  // flight is polled this often instead (its level is withdrawn that much later at most).
+  uint64_t peer_idle_poll_ns = 1'000'000;
   // Across processes (GPUPRIO_COORDINATE): each dispatcher takes a slot in its GPU's shared
   // segment, so processes sharing the GPU see each other's levels. Off here (unit tests build
   // schedulers freely); the library turns it on.

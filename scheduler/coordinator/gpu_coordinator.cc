@@ -158,6 +158,7 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) c
     const ProcessSlot& slot = segment_->slot(static_cast<uint32_t>(__builtin_ctzll(mask)));
     if (SlotWordState(slot.state_word.load(std::memory_order_acquire)) != kSlotLive) continue;
     if (now_ns - slot.heartbeat_ns.load(std::memory_order_relaxed) > kStaleHeartbeatNs) continue;
+    if (slot.held.load(std::memory_order_relaxed) != 0) state.any_held = true;
     const int active = slot.active_priority.load(std::memory_order_seq_cst);
     if (ValidPriority(active) && active > state.highest_active) state.highest_active = active;
     // The ceiling: from the slot's highest level down to what is already known.

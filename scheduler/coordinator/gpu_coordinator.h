@@ -22,6 +22,7 @@ namespace gpuprio::coordinator {
 struct PeerState {
   int highest_active = kNoPriority;  // highest level another process has queued or in flight
   int ceiling = kNoPriority;         // highest level another process submitted within the window
+  bool any_held = false;             // another process's dispatcher is holding work back
 };
 
 class GpuCoordinator {
