@@ -18,8 +18,8 @@
 #   gpuprio-rN       gpuprio-active with GPUPRIO_RESERVED_SMS=N
 #   alone-gpuprio    the high thread alone under gpuprio (what scheduling itself costs)
 # Plans (--plan, default main):
-#   main      L in LOW_MS ("0.2 2 20 100"): alone, alone-gpuprio, and per L low-alone none stream
-#             gpuprio-off gpuprio-active gpuprio-always (~6 minutes)
+#   main      L in LOW_MS ("0.2 2 20 100"): alone, alone-gpuprio, and per L the configurations in
+#             CONFIGS ("low-alone none stream gpuprio-off gpuprio-active gpuprio-always"; ~6 minutes)
 #   reserved  L in LOW_MS ("20 2"), N in RESERVED ("8 16 32 64"): alone, and per L low-alone and
 #             gpuprio-rN (~2.5 minutes)
 #   sparse    the first request after a quiet period: releases every SPARSE_PERIOD_MS (1000, more
@@ -37,7 +37,7 @@
 # Writes OUT/interference[_PLAN].json (every run, per configuration medians and spreads over
 # rounds, ratios, targets) and OUT/interference[_PLAN].txt (the table); interference_report.py says
 # what each column is. Exit 0 when every native run succeeded.
-# Environment: LOW_MS, RESERVED, ROUNDS, BENCH_TIMEOUT (seconds per run instead of the computed one), RELEASES (150), WARMUP (10), MAX_SECONDS (5),
+# Environment: LOW_MS, CONFIGS, RESERVED, ROUNDS, BENCH_TIMEOUT (seconds per run instead of the computed one), RELEASES (150), WARMUP (10), MAX_SECONDS (5),
 # RELEASES_LONG, MAX_SECONDS_LONG, TAIL_S, TAIL_SKIP_S, LOW_ALONE_SECONDS (3), SPARSE_PERIOD_MS,
 # SPARSE_RELEASES, BENCH_BUDGET, LOW_SHAPE, EXTRA_ARGS (more interference flags for every run),
 # BENCH_GPUPRIO_ENV (more VAR=VALUE for every gpuprio run), PYTHON.
@@ -154,7 +154,8 @@ cycles_args=(--cycles-per-us "$cycles")
 say "calibrated: $cycles SM cycles per us"
 
 case "$plan" in
-  main) per_l=(low-alone none stream gpuprio-off gpuprio-active gpuprio-always); once=(alone alone-gpuprio) ;;
+  main) read -r -a per_l <<<"${CONFIGS:-low-alone none stream gpuprio-off gpuprio-active gpuprio-always}"
+        once=(alone alone-gpuprio) ;;
   reserved) per_l=(low-alone); for r in "${reserved_list[@]}"; do per_l+=("gpuprio-r$r"); done; once=(alone) ;;
   sparse) per_l=(gpuprio-active gpuprio-always); once=(alone) ;;
 esac
