@@ -6,6 +6,8 @@
 //      within `budget_ns` of estimated GPU time, so a higher-priority arrival waits for at most
 //      about one budget of lower-priority work already on the GPU. One op is always admitted when
 //      nothing of its level or below is in flight, so an op longer than the budget still runs.
+//      (What counts as in flight is the dispatcher's to say: with nothing more important about,
+//      it leaves out the op each stream runs now.)
 #ifndef GPUPRIO_SCHEDULER_ADMISSION_POLICY_H_
 #define GPUPRIO_SCHEDULER_ADMISSION_POLICY_H_
 

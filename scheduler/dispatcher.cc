@@ -470,6 +470,18 @@ uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
   return sum > 0 ? static_cast<uint64_t>(sum) : 0;
 }
 
+uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
+  uint64_t sum = 0;
+  for (const StreamQueue* q : tracking_) {
+    if (q->in_flight.empty()) continue;
+    const InFlight& f = q->in_flight.front();
+    // A confined op counts too: the stream's next op goes home behind it (linked), so it
+    // starts when that op ends instead of when its end is noticed.
+    if (f.priority < ceiling) sum += f.estimate_ns;
+  }
+  return sum;
+}
+
 Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
   // An event wait issues only after the ops that were submitted to the recording stream before
   // the wait (conservative: the record is among them).
@@ -531,6 +543,7 @@ bool Dispatcher::IssueNext() {
   int ceiling = Ceiling(now);
   int highest = kNoPriority;
   int peer_ceiling = kNoPriority;
+  bool peers_above = false;  // another process has a more important level active or recent
   uint64_t budget_ns = options_.budget_ns;
   if (coordinator_ != nullptr) {
     // Other processes' levels count as this process's own: a more important level active
@@ -540,6 +553,7 @@ bool Dispatcher::IssueNext() {
         coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
     highest = peers.highest_active;
     peer_ceiling = peers.ceiling;
+    peers_above = peers.highest_active > op->priority || peers.ceiling > op->priority;
     if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
     ceiling = std::max(ceiling, peers.ceiling);
   }
@@ -561,7 +575,17 @@ bool Dispatcher::IssueNext() {
   }
   if (!inherited && !confine) {
     highest = std::max(highest, HighestActiveExcept(q));
-    const AdmissionSnapshot snapshot{highest, ceiling, BelowCeilingInFlightNs(ceiling), budget_ns};
+    uint64_t in_flight_ns = BelowCeilingInFlightNs(ceiling);
+    if (options_.idle_budget_excludes_running && op->priority < ceiling && !peers_above &&
+        levels_->Ceiling(op->priority, now, options_.ceiling_window_ns) <= op->priority) {
+      // On the budget only because of its level (unbudgeted_priority), nothing more important
+      // anywhere within the window: the op each stream runs now does not count, so one op
+      // waits behind it and the GPU never idles between two ops while a completion is noticed
+      // (an op as long as the budget was admitted only after the one before it was seen done).
+      const uint64_t running_ns = BelowCeilingRunningNs(ceiling);
+      in_flight_ns = in_flight_ns > running_ns ? in_flight_ns - running_ns : 0;
+    }
+    const AdmissionSnapshot snapshot{highest, ceiling, in_flight_ns, budget_ns};
     const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
     // An op longer than its budget holds every SM it fills for longer than the budget allows: it
     // waits until the more important levels have paused for a while, not merely between two of

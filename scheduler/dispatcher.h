@@ -224,6 +224,10 @@ class Dispatcher {
   int HighestActiveExcept(const StreamQueue* q) const;
   int Ceiling(int64_t now_ns) const;
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
+  // The estimated time of the op each stream runs now (its oldest in flight, on its twin or
+  // not) below `ceiling`: while nothing more important is about, the budget counts only what is
+  // queued behind those ops (options.h, idle_budget_excludes_running).
+  uint64_t BelowCeilingRunningNs(int ceiling) const;
   void AdjustPending(int priority, int delta, int64_t delta_ns);
   void AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns);
 

@@ -29,7 +29,8 @@
 #                       gpuprio (both processes) against gpuprio-low (the high process native, every
 #                       low op confined)                                              [~2 min, cap 3.5]
 #   iso_active          the main plan cut to what isolation must show: L 0.2/2/20/100 ms, alone,
-#                       alone-gpuprio, low-alone and gpuprio-active, 3 rounds       [~2.5 min, cap 3]
+#                       alone-gpuprio, low-alone, low-alone-gpuprio (the batch job alone under
+#                       gpuprio) and gpuprio-active, 3 rounds                       [~3 min, cap 3.5]
 #   iso_mps_active      two processes under MPS, L 2/20 ms, 400 releases, low-alone and gpuprio
 #                       (isolation active), 3 rounds                                [~2 min, cap 2.5]
 #   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
@@ -78,7 +79,7 @@ for step in "$@"; do
                            bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     iso_mps_tail) LOW_MS="2 20" RELEASES=400 PAIR_CONFIGS="low-alone gpuprio gpuprio-low" BENCH_BUDGET=200 \
                     BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
-    iso_active) LOW_MS="0.2 2 20 100" CONFIGS="low-alone gpuprio-active" BENCH_BUDGET=160 \
+    iso_active) LOW_MS="0.2 2 20 100" CONFIGS="low-alone low-alone-gpuprio gpuprio-active" BENCH_BUDGET=190 \
                   bash tools/bench/run_interference_bench.sh "$dir" ;;
     iso_mps_active) LOW_MS="2 20" RELEASES=400 PAIR_CONFIGS="low-alone gpuprio" BENCH_BUDGET=110 \
                       BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;

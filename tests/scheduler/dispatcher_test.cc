@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -94,14 +95,15 @@ TEST_CASE("Stopping at exit gives up on held work when the GPU completes nothing
   StreamState s;
   AttachStream(d, s);
   SubmitLow(d, s, 10);
-  // The first kernel is admitted (one op is always admitted) and never completes; the others are
-  // held by the budget. An unbounded stop would wait forever.
+  // The first kernel is admitted (one op is always admitted) and never completes, one more waits
+  // behind it (nothing more important is about), the others are held by the budget. An
+  // unbounded stop would wait forever.
   const auto begin = std::chrono::steady_clock::now();
   d.Stop(/*bounded=*/true);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   INFO("stop took " << seconds << " s");
-  CHECK(g_issued.load() == 1);
+  CHECK(g_issued.load() == 2);
   CHECK(s.issued.load() == 10);  // abandoned ops count as issued: no waiter is left behind
   CHECK(seconds < 30);           // liveness only; the bound itself is 0.2 s
   g_gpu_progresses = true;
@@ -133,12 +135,14 @@ TEST_CASE("A released stream's queue and events are freed and its state handed b
 
 // Issues `count` low ops on a GPU that completes nothing and returns how many the budget let
 // through (the rest stay held until the bounded stop abandons them).
+// `recent_level`, when set, is a level of this process that submitted work just before.
 int AdmittedWhileNothingCompletes(const SchedulerOptions& options,
                                   std::unique_ptr<gpuprio::coordinator::GpuCoordinator> slot,
-                                  int count) {
+                                  int count, std::optional<int> recent_level = std::nullopt) {
   g_gpu_progresses = false;
   g_issued = 0;
   PriorityLevels levels;
+  if (recent_level.has_value()) levels.NoteSubmit(*recent_level, gpuprio::base::SteadyNowNs());
   Dispatcher d(0, ScriptedDriver(), options, &levels, nullptr, std::move(slot));
   StreamState s;
   AttachStream(d, s);
@@ -172,18 +176,36 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
     REQUIRE(c.ok());
     return *std::move(c);
   };
-  // Alone on the GPU: the in-process budget, 1 ms = 10 ops.
-  CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
+  // Alone on the GPU: the in-process budget, 1 ms = 10 ops queued behind the one running.
+  CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 11);
   // Another process submitted high work within the window (none active now): 0.3 ms = 3 ops.
   auto high = attach(1);
   high->NoteSubmit(1, gpuprio::base::SteadyNowNs());
   high->SetActive(gpuprio::coordinator::kNoPriority);
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 3);
-  // The smaller of the two budgets applies.
+  // The smaller of the two budgets applies, and the op running counts (the other process is
+  // about).
   options.peer_budget_ns = 5'000'000;
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
   high.reset();
   shm_unlink(name.c_str());
+}
+
+TEST_CASE("Work on the budget only for its own level keeps one op behind the one running",
+          "[dispatcher]") {
+  // Ops as long as the budget (1 ms each, unmeasured: the default estimate). Held to one op in
+  // flight, each would be issued only once the one before it was seen complete, and the GPU
+  // would idle for the dispatcher's reaction every time.
+  SchedulerOptions options = Options();
+  CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5) == 2);
+  // A more important level of this process submitted within the window: the op running counts,
+  // so an arrival waits for at most that op.
+  CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5, /*recent_level=*/1) == 1);
+  // A level between: the same (normal work is not on a budget, but it is more important).
+  CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5, /*recent_level=*/0) == 1);
+  // The rule switched off.
+  options.idle_budget_excludes_running = false;
+  CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5) == 1);
 }
 
 // Waits until `issued` ops have been issued and the dispatcher has seen every low op complete.

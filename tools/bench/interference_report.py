@@ -14,13 +14,14 @@ spread [min-max] of:
   low act / alone   the low rate while the high thread was releasing (low_active_per_s, timed by
                     completions) over the median rate of this L's 'low-alone' runs;
   low idle / alone  the low rate in the idle tail after the activity window (low_idle_per_s) over
-                    the same baseline;
+                    the same baseline; for 'low-alone-gpuprio' (the low thread alone, under gpuprio
+                    at GPUPRIO_PRIORITY=low: no high thread at all) its whole rate;
   green             runs in which the library said `gpuprio: isolation: device ...` (a green
                     context), and confined (ops issued on twin streams, from the exit summary).
 Targets, judged on the medians: low act / alone >= 0.8 for the isolating configurations
 (gpuprio-active, gpuprio-always, gpuprio-rN); low idle / alone >= 0.97 where the low work should
-be free again once the high thread is quiet (gpuprio-active, gpuprio-rN; 'always' keeps it
-confined while the high thread exists).
+be free again once the high thread is quiet (gpuprio-active, gpuprio-rN, low-alone-gpuprio;
+'always' keeps it confined while the high thread exists).
 Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded, not an error).
 """
 
@@ -29,7 +30,7 @@ import sys
 
 from bench_stats import add_report_commands, fmt, fmt_spread, ratio, run_report_command, spread
 
-CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "none", "stream", "gpuprio-off", "gpuprio-active",
+CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "low-alone-gpuprio", "none", "stream", "gpuprio-off", "gpuprio-active",
                 "gpuprio-always"]
 NO_LOW = ("alone", "alone-gpuprio", "calibrate")
 LOW_ACTIVE_TARGET = 0.8
@@ -59,6 +60,11 @@ def fig(r, key):
         return positive(r.get("low_own_timed_per_s")) or positive(r.get("low_own_per_s"))
     if c == "low-alone":
         return None
+    if c == "low-alone-gpuprio":
+        # No high thread: the whole run is 'idle'.
+        if key != "low_idle_per_s":
+            return None
+        return positive(r.get("low_own_timed_per_s")) or positive(r.get("low_own_per_s"))
     if key in ("low_active_per_s", "low_idle_per_s"):
         return None if c in NO_LOW else positive(r.get(key))
     return r.get(key)
@@ -93,7 +99,7 @@ def entry(rs, alone_p50, alone_p99, low_alone):
     return {
         "runs": len(rs), "ok": len(ok), "errors": [r.get("error") for r in rs if not r.get("ok")],
         "cut_short": sum(1 for r in ok if r.get("cut_short")),
-        "releases_done": spread([r.get("releases_done") for r in ok if r["config"] != "low-alone"]),
+        "releases_done": spread([r.get("releases_done") for r in ok if not r["config"].startswith("low-alone")]),
         "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
         "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
         "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
@@ -117,7 +123,7 @@ def targets_for(config, e):
         m = e["low_active_vs_alone"]["median"]
         out.append({"what": "low while high is active / low alone >= %g" % LOW_ACTIVE_TARGET, "value": m,
                     "met": None if m is None else m >= LOW_ACTIVE_TARGET})
-    if isolating and config != "gpuprio-always":
+    if (isolating and config != "gpuprio-always") or config == "low-alone-gpuprio":
         m = e["low_idle_vs_alone"]["median"]
         out.append({"what": "low while high is idle / low alone >= %g" % LOW_IDLE_TARGET, "value": m,
                     "met": None if m is None else m >= LOW_IDLE_TARGET})
@@ -143,7 +149,7 @@ def build(runs):
             e = entry([r for r in of_l if r["config"] == c], alone_p50, alone_p99, low_alone)
             e["targets"] = targets_for(c, e)
             rows.append({"low_ms": low, "config": c, **e})
-    first = next((r for r in measured if r.get("ok") and r["config"] != "low-alone"), {})
+    first = next((r for r in measured if r.get("ok") and not r["config"].startswith("low-alone")), {})
     meta = {k: first.get(k) for k in ("device", "sms", "chain", "high_us", "period_ms", "releases", "warmup",
                                       "driver_version")}
     lowrun = next((r for r in runs if r.get("ok") and r["config"] not in NO_LOW), {})

@@ -22,7 +22,8 @@ results = []
 
 # The stand-in: prints one JSON line like interference.cu's. Low rates: 1000/L per second alone;
 # beside the chain 0.9 of that under gpuprio-active/always (isolated), 0.5 natively; in the tail
-# 0.99 (active), 0.88 (always), 1.0 elsewhere. p99: 1.0 ms alone, 1.1 active, 1.05 always, 2 x L
+# 0.99 (active), 0.88 (always), 1.0 elsewhere; the low role alone under gpuprio at
+# GPUPRIO_PRIORITY=low 0.98. p99: 1.0 ms alone, 1.1 active, 1.05 always, 2 x L
 # natively. GPUPRIO_RESERVED_SMS=N: p99 1 + 8/N, low 1 - N/132. With STANDIN_HANG=CONFIG that
 # configuration sleeps past its timeout; STANDIN_FAIL=CONFIG exits 1.
 STANDIN = r'''#!/usr/bin/env python3
@@ -50,7 +51,8 @@ js = {"bench": "interference", "ok": True, "priority_mode": pm, "low_ms": low, "
       "releases": opt("--releases", 150), "releases_done": opt("--releases", 150), "warmup": opt("--warmup", 10),
       "cut_short": low == 100 and not pre, "period_ms": opt("--period-ms", 10.0), "chain": 20, "high_us": 50,
       "high_p50_ms": p99 * 0.9, "high_p99_ms": p99, "high_max_ms": p99 * 1.2, "high_mean_ms": p99 * 0.9,
-      "low_active_per_s": act, "low_idle_per_s": idle, "low_own_timed_per_s": base if role == "low" else 0,
+      "low_active_per_s": act, "low_idle_per_s": idle,
+      "low_own_timed_per_s": (base * (0.98 if pre and os.environ.get("GPUPRIO_PRIORITY") == "low" else 1)) if role == "low" else 0,
       "low_own_per_s": base if role == "low" else 0, "idle_tail_s": opt("--idle-tail-s", 0.0),
       "tail_skip_s": opt("--tail-skip-s", 0.5), "low_batch": 20, "low_blocks_per_sm": opt("--low-blocks-per-sm", 4),
       "low_threads": opt("--low-threads", 256), "low_fill": "smem", "low_smem_per_block": 116736,
@@ -138,6 +140,21 @@ def main_plan(root, d):
     check("main: outputs are the json and the table", sorted(cmds) == ["interference.json", "interference.txt"], cmds)
 
 
+def chosen_configs(root, d):
+    out = os.path.join(d, "out_configs")
+    p = run_bench(root, out, "main", {"MAX_SECONDS": "1", "TAIL_S": "1", "LOW_MS": "2",
+                                      "CONFIGS": "low-alone low-alone-gpuprio gpuprio-active"})
+    check("configs: exit 0", p.returncode == 0, p.stdout[-2000:] + p.stderr)
+    rep = json.load(open(os.path.join(out, "interference.json")))
+    rows = {(r["low_ms"], r["config"]): r for r in rep["rows"]}
+    check("configs: only the configurations asked for", sorted(c for (l, c) in rows if l == 2.0) ==
+          ["gpuprio-active", "low-alone", "low-alone-gpuprio"], sorted(map(str, rows)))
+    lg = rows[(2.0, "low-alone-gpuprio")]
+    check("configs: low alone under gpuprio against low alone, with the idle target",
+          abs(lg["low_idle_vs_alone"]["median"] - 0.98) < 1e-6 and len(lg["targets"]) == 1 and
+          lg["targets"][0]["met"], lg)
+
+
 def other_plans(root, d):
     out = os.path.join(d, "out_res")
     p = run_bench(root, out, "reserved", {"MAX_SECONDS": "1", "TAIL_S": "1", "LOW_MS": "20"})
@@ -203,6 +220,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         root = scratch_repo(d)
         main_plan(root, d)
+        chosen_configs(root, d)
         other_plans(root, d)
         launch_isolation(root, d)
     passed = sum(results)

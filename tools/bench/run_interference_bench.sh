@@ -11,6 +11,7 @@
 # activity window). Configurations:
 #   alone            the high thread only, native (once per round: it has no L)
 #   low-alone        the low thread only (--role low), native, LOW_ALONE_SECONDS
+#   low-alone-gpuprio the same under gpuprio at GPUPRIO_PRIORITY=low (a batch job with no server)
 #   none / stream    native, default stream priorities / CUDA stream priorities
 #   gpuprio-off|-active|-always
 #                    LD_PRELOAD=.gpu/libgpuprio.so GPUPRIO_MODE=schedule GPUPRIO_LOG=info
@@ -97,6 +98,8 @@ run_one() {
   case "$config" in
     alone) args+=(--low-ms 0) ;;
     low-alone) args=(--role low --low-ms "$low" --seconds "$low_alone_seconds") ;;
+    low-alone-gpuprio)
+      with_lib=1; args=(--role low --low-ms "$low" --seconds "$low_alone_seconds"); env_args+=(GPUPRIO_PRIORITY=low) ;;
     none) args+=(--low-ms "$low") ;;
     stream) args=(--priority-mode stream --low-ms "$low") ;;
     alone-gpuprio) with_lib=1; args=(--priority-mode gpuprio --low-ms 0) ;;
@@ -113,8 +116,8 @@ run_one() {
     period="$sparse_period" rel="$sparse_releases" wu=2
     maxs=$(((rel + wu + 1) * period / 1000 + 5))
   fi
-  [[ "$config" == low-alone ]] || args+=(--releases "$rel" --warmup "$wu" --max-seconds "$maxs" --period-ms "$period")
-  [[ "$config" == alone || "$config" == alone-gpuprio || "$config" == low-alone ]] ||
+  [[ "$config" == low-alone* ]] || args+=(--releases "$rel" --warmup "$wu" --max-seconds "$maxs" --period-ms "$period")
+  [[ "$config" == alone || "$config" == alone-gpuprio || "$config" == low-alone* ]] ||
     args+=(--idle-tail-s "$tail_s" --tail-skip-s "$tail_skip_s")
   local tmo="${BENCH_TIMEOUT:-$((${maxs%.*} + ${tail_s%.*} + 20))}"
   ((with_lib && gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
