@@ -142,6 +142,9 @@ struct Deferral {
 struct NoExtraSteps {
   // Whether the fast path may take the call (an event wait: only if its record is issued).
   bool MayIssueDirect() const { return true; }
+  // Whether the fast path may pass less important work the dispatcher still holds
+  // (Scheduler::MayIssueDirect; not an event record, which a queued wait may be bound before).
+  bool MayPassQueuedWork() const { return true; }
   // The call is about to run on its caller's thread, inline after the work it follows, or by
   // the fast path (`inline_run` false).
   void BeforeCallerRun(scheduler::Scheduler*, bool /*inline_run*/) {}
@@ -159,7 +162,8 @@ CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* str
                             MakeOp make_op, Call call) {
   const int priority = s->EffectivePriority(stream);
   if (!MustRunInline(s, stream)) {
-    if (steps.MayIssueDirect() && s->MayIssueDirect(stream, priority)) {
+    if (steps.MayIssueDirect() &&
+        s->MayIssueDirect(stream, priority, steps.MayPassQueuedWork())) {
       steps.BeforeCallerRun(s, /*inline_run=*/false);
       return IssueDirect<kId>(s, stream, priority, call);
     }

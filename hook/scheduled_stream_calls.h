@@ -18,6 +18,7 @@ bool IsPageableHostMemory(const void* p);
 // An event record: where it went decides what a later wait on the event must follow.
 struct EventRecordSteps : NoExtraSteps {
   scheduler::Scheduler::EventState* event;
+  bool MayPassQueuedWork() const { return false; }
   // Recorded now: a later wait follows no queue.
   void BeforeCallerRun(scheduler::Scheduler* s, bool) { s->EndRecord(event, nullptr); }
   void AfterSubmit(scheduler::Scheduler* s, scheduler::StreamState* stream) {

@@ -19,8 +19,11 @@ namespace gpuprio::scheduler {
 using base::SteadyNowNs;
 namespace {
 
-// The longest sleep on an estimated end of confined work (an estimate can be far off).
-constexpr int64_t kMaxConfinedSleepNs = 100'000'000;
+// The longest sleep on an estimated end of confined work: an estimate can be far off, and a
+// completion noticed late idles the partition when one op fills the queue bound. A poll a
+// millisecond costs nothing measurable; the 50 us polls that did compete with another process's
+// launches under MPS.
+constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -82,6 +85,9 @@ void Dispatcher::Stop(bool bounded) {
 
 void Dispatcher::Submit(Op* op) {
   StreamState* s = op->stream;
+  // Counted before it is visible anywhere else: a fast-path check that sees the op queued (or
+  // the stream's count raised) also sees its level's unissued count raised.
+  levels_->At(op->priority).ops_unissued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_add(1, std::memory_order_seq_cst);
   const uint64_t submitted = s->submitted.fetch_add(1, std::memory_order_seq_cst) + 1;
   levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
@@ -903,8 +909,9 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
         mark && start == nullptr && !q->in_flight.empty() && !q->marks.empty() &&
         q->marks.back().covers == q->in_flight.size() &&
         driver_.event_query(q->marks.back().event) == CUDA_ERROR_NOT_READY;
+    const bool alone = q->in_flight.empty();
     q->in_flight.push_back(
-        {op->priority, estimate, op->cost_key, now, back_to_back, start, confined});
+        {op->priority, estimate, op->cost_key, now, back_to_back, start, confined, alone});
     AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
     if (confined) {
       ++q->confined_in_flight_ops;
@@ -926,6 +933,7 @@ void Dispatcher::CountIssued(Op* op) {
   }
   op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_sub(1, std::memory_order_seq_cst);
+  levels_->At(op->priority).ops_unissued.fetch_sub(1, std::memory_order_seq_cst);
   op->home->Give(op);
 }
 
@@ -1062,6 +1070,15 @@ int Dispatcher::PollCompletions() {
         if (from != nullptr && driver_.event_elapsed_time(&ms, from, m.event) == CUDA_SUCCESS &&
             ms >= 0) {
           estimates_.Observe(f.cost_key, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
+        } else if (f.alone && f.cost_key != nullptr) {
+          // No exact measurement, but an upper bound: it may only lower the estimate. An
+          // over-estimate would otherwise last for good: it keeps the op alone in flight (the
+          // budget, the confined queue bound), and an op alone is never measured back to back.
+          const int64_t upper_ns = SteadyNowNs() - f.issue_ns;
+          if (upper_ns > 0 &&
+              static_cast<uint64_t>(upper_ns) < estimates_.Estimate(f.cost_key, 0)) {
+            estimates_.Observe(f.cost_key, static_cast<uint64_t>(upper_ns));
+          }
         }
       }
 

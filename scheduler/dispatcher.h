@@ -118,6 +118,9 @@ class Dispatcher {
     bool back_to_back;  // queued behind the mark before it while that mark's work still ran
     CUevent start;      // recorded just before the op when its cost is being learned, or null
     bool confined;      // issued on the stream's twin
+    // Issued with nothing of its stream in flight: it started at once, so the host time from its
+    // issue to its observed end bounds its GPU time from above.
+    bool alone = false;
   };
   struct CompletionMark {
     CUevent event;

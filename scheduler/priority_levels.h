@@ -34,6 +34,9 @@ struct PriorityLevelStats {
   std::atomic<uint64_t> in_flight_ops{0};
   std::atomic<uint64_t> in_flight_estimated_ns{0};
   std::atomic<int64_t> last_submit_ns{0};
+  // Ops submitted to a dispatcher and not yet issued (or abandoned), on any device: the fast
+  // path of a more important level may pass queued work only when none is at its level or above.
+  std::atomic<int64_t> ops_unissued{0};
   std::atomic<bool> seen{false};
   // The queueing delays summed above, for percentiles; last, so the words above share lines.
   LatencyHistogram queue_delay_histogram;

@@ -56,14 +56,18 @@ class Scheduler {
   void Submit(Op* op);
 
   // The fast path. True when the dispatcher would issue an op of `priority` on `stream` at once
-  // anyway — nothing submitted to its device is unissued, and `priority` is at the ceiling (no
-  // more important level active, so the op is on no budget) — and the calling thread may issue
-  // it itself, saving the copy, the hand-off and the dispatcher's issue rate limit. Lock-free:
-  // a few atomic loads. With other processes on the GPU (coordinator), also only while none of
-  // them has a more important level active, and the level is published to them before this
-  // returns true. The caller issues the real call, then calls NoteDirect.
-  bool MayIssueDirect(const StreamState* stream, int priority);
+  // anyway — nothing submitted to its device is unissued, or (`may_pass_queued`) only less
+  // important work on other streams that CUDA does not order this one after; and `priority` is
+  // at the ceiling (no more important level active, so the op is on no budget) — and the calling
+  // thread may issue it itself, saving the copy, the hand-off, the dispatcher's wake-up and its
+  // issue rate limit. Lock-free: a few atomic loads. With other processes on the GPU
+  // (coordinator), also only while none of them has a more important level active, and the level
+  // is published to them before this returns true. The caller issues the real call, then calls
+  // NoteDirect.
+  bool MayIssueDirect(const StreamState* stream, int priority, bool may_pass_queued);
   void NoteDirect(StreamState* stream, int priority);
+  // The fast path's test when the dispatcher is not idle (MayIssueDirect).
+  bool OnlyLessImportantQueued(const StreamState* stream, int priority) const;
 
   // Block until every op submitted so far to the stream / context / process has been issued, and
   // (spatial isolation) has its work back on the application's stream: what the caller issues

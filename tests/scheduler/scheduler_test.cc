@@ -313,6 +313,49 @@ TEST_CASE("A long op is not held for more important work stuck behind less impor
   CHECK(Log().size() == 3);
 }
 
+TEST_CASE("The fast path passes less important work the dispatcher holds, and nothing else",
+          "[scheduler]") {
+  ResetGpu();
+  SchedulerOptions options = Options();
+  options.direct_issue = true;
+  Scheduler s(options, ScriptedDriver());
+  StreamState* batch = Stream(s, 0xa002);   // non-blocking
+  StreamState* server = Stream(s, 0xa004);  // non-blocking
+  StreamState* blocking = Stream(s, 0xa005);
+  // A stalled GPU: the budget holds most of the low ops, so the dispatcher is not idle.
+  g_gpu_progresses = false;
+  for (int i = 0; i < 6; ++i) Submit(s, batch, -1, i);
+  for (int i = 0; i < 1000 && Log().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(batch->HasUnissued());
+  // The more important op is issued first whatever the dispatcher does: its thread may issue it.
+  CHECK(s.MayIssueDirect(server, 1, /*may_pass_queued=*/true));
+  s.NoteDirect(server, 1);
+  // Not when the call must not pass queued work (an event record), ...
+  CHECK_FALSE(s.MayIssueDirect(server, 1, /*may_pass_queued=*/false));
+  // ... nor on a blocking stream (CUDA orders it against the legacy stream's queued work), ...
+  CHECK_FALSE(s.MayIssueDirect(blocking, 1, /*may_pass_queued=*/true));
+  // ... nor on the stream that holds the queued work (its own order), ...
+  CHECK_FALSE(s.MayIssueDirect(batch, 1, /*may_pass_queued=*/true));
+  // ... nor for the held level itself.
+  StreamState* other = Stream(s, 0xa006);
+  CHECK_FALSE(s.MayIssueDirect(other, -1, /*may_pass_queued=*/true));
+  // Queued work at the op's own level (here behind a held low op on its stream): the dispatcher
+  // orders the two, so the op waits its turn.
+  StreamState* mixed = Stream(s, 0xa008);
+  Submit(s, mixed, -1, 200);
+  Submit(s, mixed, 1, 201);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(mixed->HasUnissued());
+  CHECK_FALSE(s.MayIssueDirect(server, 1, /*may_pass_queued=*/true));
+  // Once everything is issued, the dispatcher is idle and the plain fast path applies.
+  g_gpu_progresses = true;
+  s.WaitStream(batch);
+  s.WaitStream(mixed);
+  CHECK(s.MayIssueDirect(server, 1, /*may_pass_queued=*/false));
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();
