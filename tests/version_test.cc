@@ -33,7 +33,7 @@ TEST_CASE("The Chrome trace's otherData names the version that wrote it", "[vers
       nlohmann::json::parse(gpuprio::tracer::ChromeTraceJson(gpuprio::tracer::TraceInput{}));
   CHECK(trace.at("otherData").at("gpuprio_version") == VersionFile());
   // Beside the format's own object, which stays as readers expect it.
-  CHECK(trace.at("otherData").at("gpuprio").at("version") == 1);
+  CHECK(trace.at("otherData").at("gpuprio").at("version") == 2);
 }
 
 }  // namespace
