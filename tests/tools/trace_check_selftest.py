@@ -487,7 +487,6 @@ class ShellEndToEndTest(unittest.TestCase):
         names = sorted(os.listdir(out))
         self.assertEqual(names, ["log.txt", "resnet_trace.json", "torch_profiler_trace.json", "trace_check.json",
                                  "trace_check_summary.txt", "trace_overhead.json", "trace_overhead.md"])
-        self.assertLessEqual(len(names), 8)  # what the device tool brings back
         with open(os.path.join(out, "trace_overhead.json")) as fh:
             b = json.load(fh)
         self.assertEqual(b["configs"]["trace"]["rounds_ok"], 2)
