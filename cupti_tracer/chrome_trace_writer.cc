@@ -25,7 +25,7 @@
 namespace gpuprio::tracer {
 namespace {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 
 // A duration or relative time in microseconds, written with 3 decimals.
 struct Micros {
@@ -145,12 +145,12 @@ class EventBuilder {
       Event& e = AddSlice(op.client.call != nullptr ? op.client.call->name : s.api, "client",
                           input_.pid, op.client.tid, op.client.start_ns, op.client.end_ns);
       e.args = {{"op_id", s.op_id}, {"priority", priority}, {"api", s.api},
-                {"inline", s.ran_inline}};
+                {"on_caller", s.on_caller}};
     }
     steps.push_back({input_.pid, op.client.tid, op.client.start_ns});
 
     // Dispatcher slice: gpuprio's own issue window, named after the real call.
-    if (!s.ran_inline && (op.issued != nullptr || op.driver_call != nullptr)) {
+    if (!s.on_caller && (op.issued != nullptr || op.driver_call != nullptr)) {
       const uint32_t tid =
           op.issued != nullptr ? op.issued->dispatcher_tid : op.driver_call->tid;
       const int64_t begin = op.issued != nullptr ? op.issued->begin_ns : op.driver_call->start_ns;

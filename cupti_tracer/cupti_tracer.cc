@@ -493,7 +493,7 @@ void TracerCore::OnCallerIssue(const char* api, int priority, CUstream stream,
   r.submit_ns = ToCupti(begin_ns, now);
   r.return_ns = ToCupti(end_ns, now);
   r.client_correlation_id = t_runtime_correlation_id;
-  r.ran_inline = true;
+  r.on_caller = true;
   events_.RecordSubmit(r);
 }
 

@@ -19,7 +19,7 @@
 // (a function call, tens of ns; a timestamp callback would instead move *CUPTI's* clock onto ours
 // for every record it takes, and must be registered before any activity is enabled, which an
 // already-initialised CUPTI may refuse). Times the scheduler measured on steady_clock (submit,
-// inline begin/end) are converted with a pair of readings taken at that moment, so the two
+// on-caller issue begin/end) are converted with a pair of readings taken at that moment, so the two
 // clocks' drift never accumulates.
 #ifndef GPUPRIO_CUPTI_TRACER_CUPTI_TRACER_H_
 #define GPUPRIO_CUPTI_TRACER_CUPTI_TRACER_H_

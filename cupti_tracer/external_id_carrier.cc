@@ -14,7 +14,7 @@ ABSL_CONST_INIT std::atomic<uint64_t> g_next_carrier_id{1};
 }  // namespace
 
 // Thread-local: external linkage (hidden), initial-exec, as everywhere in gpuprio (see
-// scheduler/scheduler.cc for the linker bug that rules out internal linkage).
+// scheduler/base/tls.h for the linker bug that rules out internal linkage).
 namespace internal_external_id_carrier {
 // Ops this thread may submit before it looks for libcupti again, for the carrier `carrier_id`
 // (another carrier, or none yet: look at the next op).

@@ -14,7 +14,7 @@ ABSL_CONST_INIT std::atomic<uint64_t> g_next_generation{1};
 }  // namespace
 
 // Thread-locals: external linkage (hidden), initial-exec, as everywhere in gpuprio (see
-// scheduler/scheduler.cc for the linker bug that rules out internal linkage).
+// scheduler/base/tls.h for the linker bug that rules out internal linkage).
 namespace internal_thread_event_log {
 // The last registry this thread recorded into. A stale entry (another registry, or one since
 // destroyed) is recognised by its generation and never dereferenced.

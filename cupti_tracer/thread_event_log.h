@@ -34,7 +34,7 @@ struct SubmitRecord {
   int64_t submit_ns = 0;
   int64_t return_ns = 0;
   uint32_t client_correlation_id = 0;
-  bool ran_inline = false;
+  bool on_caller = false;
 };
 
 struct IssueRecord {

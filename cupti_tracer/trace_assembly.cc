@@ -39,7 +39,7 @@ void AppendThreadEvents(const EventRegistry& events, TraceInput* out) {
       s.submit_ns = r.submit_ns;
       s.return_ns = r.return_ns;
       s.client_correlation_id = r.client_correlation_id;
-      s.ran_inline = r.ran_inline;
+      s.on_caller = r.on_caller;
       out->ops_submitted.push_back(std::move(s));
     });
     log.issues().ForEach([&](const IssueRecord& r) {

@@ -63,7 +63,7 @@ struct Overhead {
   int64_t end_ns = 0;
 };
 
-// gpuprio: a client thread turned a driver call into an op (or ran it inline).
+// gpuprio: a client thread turned a driver call into an op (or issued it to the driver itself).
 struct OpSubmitted {
   uint64_t op_id = 0;  // unique in the process; pushed as the CUSTOM2 external id when issued
   uint32_t client_tid = 0;
@@ -76,7 +76,9 @@ struct OpSubmitted {
   // (from a runtime-API callback), 0 when unknown: then the client span is found by time
   // containment on client_tid.
   uint32_t client_correlation_id = 0;
-  bool ran_inline = false;  // issued on the client thread itself (no dispatcher hop)
+  // Issued to the driver by the client thread itself (the inline class or the fast path), not
+  // by the dispatcher.
+  bool on_caller = false;
 };
 
 // gpuprio: a dispatcher thread issued an op: the real driver call ran in [begin_ns, end_ns] with

@@ -40,8 +40,8 @@ class Joiner {
     for (JoinedOp& op : result_.ops) LinkByExternalCorrelation(op);
     for (JoinedOp& op : result_.ops) {
       if (!op.gpu.empty()) continue;
-      if (op.submitted->ran_inline) {
-        LinkInlineOp(op);
+      if (op.submitted->on_caller) {
+        LinkOnCallerOp(op);
       } else {
         LinkIssuedOpByTime(op);
       }
@@ -197,10 +197,10 @@ class Joiner {
   }
 
   // May `call` be `op`'s driver call? Not if it is some op's client span (a runtime call on the
-  // client thread), unless it is this inline op's own span: then the real call was the span.
+  // client thread), unless it is this on-caller op's own span: then the real call was the span.
   bool MayBeDriverCall(const JoinedOp& op, const ApiCall* call) const {
     if (!client_span_calls_.contains(call)) return true;
-    return op.submitted->ran_inline && op.client.call == call;
+    return op.submitted->on_caller && op.client.call == call;
   }
 
   void LinkByExternalCorrelation(JoinedOp& op) {
@@ -208,7 +208,7 @@ class Joiner {
     if (it == correlations_by_op_.end()) return;
     op.correlation_ids = it->second;
     // The thread the real call ran on, when known: a record elsewhere is not this op's call.
-    const bool tid_known = op.issued != nullptr || op.submitted->ran_inline;
+    const bool tid_known = op.issued != nullptr || op.submitted->on_caller;
     const uint32_t tid =
         op.issued != nullptr ? op.issued->dispatcher_tid : op.submitted->client_tid;
     int best_score = -1;
@@ -260,9 +260,9 @@ class Joiner {
     return best;
   }
 
-  // An inline op's real call ran on the client thread, without an external id: its GPU work
+  // An on-caller op's real call ran on the client thread, without an external id: its GPU work
   // carries the client's own correlation id, or that of the driver call it made.
-  void LinkInlineOp(JoinedOp& op) {
+  void LinkOnCallerOp(JoinedOp& op) {
     const OpSubmitted& s = *op.submitted;
     if (op.client.call != nullptr && ClaimGpu(op, op.client.call->correlation_id)) {
       if (op.client.call->kind == ApiCall::Kind::kDriver) op.driver_call = op.client.call;
@@ -298,7 +298,7 @@ class Joiner {
     std::sort(op.gpu.begin(), op.gpu.end(), [](const GpuActivity* a, const GpuActivity* b) {
       return a->start_ns < b->start_ns;
     });
-    if (s.ran_inline) {
+    if (s.on_caller) {
       ++counts.ops_on_caller;
       op.issue_begin_ns = op.client.start_ns;
     } else {
@@ -324,7 +324,7 @@ class Joiner {
   void CollectUnlinked() {
     absl::flat_hash_set<const ApiCall*> used = client_span_calls_;
     for (const JoinedOp& op : result_.ops) {
-      if (op.driver_call != nullptr && !op.submitted->ran_inline) used.insert(op.driver_call);
+      if (op.driver_call != nullptr && !op.submitted->on_caller) used.insert(op.driver_call);
     }
     for (const ApiCall& call : input_.api_calls) {
       if (!used.contains(&call)) result_.other_api_calls.push_back(&call);

@@ -34,17 +34,17 @@ struct ClientSpan {
 struct JoinedOp {
   const OpSubmitted* submitted = nullptr;  // never null
   ClientSpan client;
-  const OpIssued* issued = nullptr;  // null for inline ops and lost records
+  const OpIssued* issued = nullptr;  // null for on-caller ops and lost records
   // CUPTI correlation ids recorded for this op (EXTERNAL_CORRELATION, kind gpuprio).
   std::vector<uint32_t> correlation_ids;
-  // The real driver call: the dispatcher's DRIVER record, or for an inline op the client
+  // The real driver call: the dispatcher's DRIVER record, or for an on-caller op the client
   // thread's DRIVER record that caused the GPU work. Null when not found.
   const ApiCall* driver_call = nullptr;
   // GPU work caused by the op, earliest first (a graph launch yields several).
   std::vector<const GpuActivity*> gpu;
 
   // When the op was issued: OpIssued::begin_ns, else the dispatcher's driver record start; for
-  // an inline op the start of its client span (the real call ran inside it).
+  // an on-caller op the start of its client span (the real call ran inside it).
   std::optional<int64_t> issue_begin_ns;
   // issue_begin - submit_ns; only for ops that went through a dispatcher.
   std::optional<int64_t> queue_delay_ns;
@@ -58,7 +58,7 @@ struct JoinCounts {
   int64_t ops_on_caller = 0;
   int64_t ops_issued = 0;                         // with an OpIssued record
   int64_t ops_missing_external_correlation = 0;   // issued, but no EXTERNAL_CORRELATION
-  int64_t ops_missing_driver_call = 0;            // not inline and no driver record found
+  int64_t ops_missing_driver_call = 0;            // not on the caller and no driver record found
   int64_t ops_linked_to_gpu = 0;                  // at least one GPU activity
   int64_t client_spans_by_correlation_id = 0;
   int64_t client_spans_by_containment = 0;

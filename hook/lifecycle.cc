@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "cupti_tracer/trace_path_pattern.h"
 #include "hook/call_counters.h"
 #include "scheduler/base/abseil_fork_safety.h"
 #include "hook/config.h"
@@ -54,11 +55,18 @@ void Announce(const Config& config) {
                                                               : nullptr;
   const std::string priority =
       priority_name != nullptr ? priority_name : std::to_string(config.default_priority);
-  const std::optional<absl::string_view> trace = env.Get("GPUPRIO_TRACE");
+  // The file this process's tracer will write: the pattern expanded as the tracer expands it, so
+  // each process of a multi-process job names its own file. The tracer reports any placeholder
+  // that did not expand when it starts; saying it here too would say it twice.
+  const std::optional<absl::string_view> pattern = env.Get("GPUPRIO_TRACE");
+  const std::string trace =
+      pattern.has_value()
+          ? tracer::ExpandTracePath(*pattern, tracer::CurrentTracePathContext(), GpuprioGetenv)
+                .path
+          : "none";
   // At the error level, which every GPUPRIO_LOG shows: the user asked for this line.
   Logf(LogLevel::kError, "pid %d mode=%s priority=%s budget=%dus trace=%s version=%s", getpid(),
-       ModeName(config.mode), priority, config.budget_ns / 1000,
-       Escaped(trace.has_value() ? *trace : "none"), base::kVersion);
+       ModeName(config.mode), priority, config.budget_ns / 1000, Escaped(trace), base::kVersion);
 }
 
 // Registered first, so it runs after the scheduler's exit handler has issued the last work.

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "scheduler/backpressure.h"
+#include "scheduler/base/atomic_max.h"
 #include "scheduler/base/clock.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
@@ -31,12 +32,7 @@ inline void CpuRelax() {
 #endif
 }
 
-void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
-  uint64_t seen = target.load(std::memory_order_relaxed);
-  while (value > seen &&
-         !target.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
-}
+using base::AtomicMax;
 
 constexpr int kNoPriority = std::numeric_limits<int>::min();
 
@@ -112,11 +108,7 @@ void Dispatcher::Wake() {
 }
 
 void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
-  int recorded = stream->direct_priority.load(std::memory_order_relaxed);
-  while (priority > recorded &&
-         !stream->direct_priority.compare_exchange_weak(recorded, priority,
-                                                        std::memory_order_relaxed)) {
-  }
+  AtomicMax(stream->direct_priority, priority);
   // The flag is cleared by the dispatcher before it records its mark, so work issued after the
   // mark sets it again and is listed again; work issued before is covered by the mark.
   bool listed = false;

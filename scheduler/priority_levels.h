@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "scheduler/base/atomic_max.h"
 #include "scheduler/latency_histogram.h"
 
 namespace gpuprio::scheduler {
@@ -57,10 +58,7 @@ class PriorityLevels {
       level.last_submit_ns.store(now_ns, std::memory_order_relaxed);
     }
     if (!level.seen.load(std::memory_order_relaxed)) level.seen.store(true, std::memory_order_relaxed);
-    int max = max_seen_.load(std::memory_order_relaxed);
-    while (priority > max &&
-           !max_seen_.compare_exchange_weak(max, priority, std::memory_order_relaxed)) {
-    }
+    base::AtomicMax(max_seen_, priority);
   }
 
   // The highest priority that ever submitted work (below kMinPriority if none).

@@ -7,6 +7,9 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+progress_prefix=package
+# shellcheck source=tools/progress.sh
+source "$repo/tools/progress.sh"
 lib=""
 if [[ "${1:-}" == --lib ]]; then
   lib="$(realpath "${2:?--lib needs a file}")"
@@ -14,7 +17,13 @@ if [[ "${1:-}" == --lib ]]; then
 fi
 out="$(realpath -m "${1:-$repo/out/packages}")"
 if [[ -z "$lib" ]]; then
-  bazel build -c opt //hook:libgpuprio.so 2>&1 | tail -n 1
+  progress_note "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so)"
+  # The whole output stays in build_log, which is kept when the build fails; a failure shows the
+  # compiler's own lines from it.
+  build_log="$(mktemp "${TMPDIR:-/tmp}/gpuprio_package_build.XXXXXX.log")"
+  progress_bazel "$build_log" build -c opt //hook:libgpuprio.so || exit 1
+  rm -f "$build_log"
+  progress_note "built"
   lib="$(bazel info -c opt bazel-bin 2>/dev/null)/hook/libgpuprio.so"
 fi
 python3 tools/packaging/make_packages.py --repo "$repo" --lib "$lib" --out "$out"

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "scheduler/base/atomic_max.h"
 #include "scheduler/base/clock.h"
 #include "scheduler/base/logging.h"
 
@@ -100,17 +101,11 @@ bool GpuCoordinator::Claim() {
   return false;
 }
 
-void GpuCoordinator::RaiseTo(std::atomic<int32_t>& word, int value) {
-  int32_t seen = word.load(std::memory_order_seq_cst);
-  while (value > seen && !word.compare_exchange_weak(seen, value, std::memory_order_seq_cst)) {
-  }
-}
-
 bool GpuCoordinator::RaiseActive(int priority) {
   if (released_.load(std::memory_order_relaxed)) return false;
   const int32_t seen = slot_->active_priority.load(std::memory_order_seq_cst);
   if (priority <= seen) return false;
-  RaiseTo(slot_->active_priority, priority);
+  base::AtomicMax(slot_->active_priority, priority, std::memory_order_seq_cst);
   return seen == kNoPriority;
 }
 
@@ -123,11 +118,11 @@ bool GpuCoordinator::NoteSubmit(int priority, int64_t now_ns) {
     last.store(now_ns, std::memory_order_relaxed);
   }
   if (priority > slot.max_seen_priority.load(std::memory_order_relaxed)) {
-    RaiseTo(slot.max_seen_priority, priority);
+    base::AtomicMax(slot.max_seen_priority, priority, std::memory_order_seq_cst);
   }
   SegmentHeader& header = segment_->header();
   if (priority > header.priority_high_water.load(std::memory_order_relaxed)) {
-    RaiseTo(header.priority_high_water, priority);
+    base::AtomicMax(header.priority_high_water, priority, std::memory_order_seq_cst);
   }
   return burst_begins;
 }

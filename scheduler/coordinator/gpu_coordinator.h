@@ -87,7 +87,6 @@ class GpuCoordinator {
   // Recomputes peer_mask_ (any thread; idempotent) if a slot was claimed since the last time.
   void RefreshPeersIfClaimed() const;
   void RefreshPeers() const;
-  static void RaiseTo(std::atomic<int32_t>& word, int value);
 
   std::unique_ptr<DeviceSegment> segment_;
   const ProcessIdentity self_;

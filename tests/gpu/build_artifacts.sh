@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds, on the CPU machine, everything the GPU checks and benchmarks need, into .gpu/ (git-ignored,
-# sent to the GPU machine with the device tool's carry: [".gpu"]):
+# Builds, on the CPU machine, everything the GPU checks and benchmarks need, into .gpu/ (git-ignored;
+# copy it into the checkout on the GPU machine):
 #   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
 #   .gpu/driver_api_program     tests/gpu/driver_api_program.cu (+ embedded driver_api_kernels.cu)
 #   .gpu/launch_rate            tools/bench/launch_rate.cu

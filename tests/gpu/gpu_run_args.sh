@@ -45,12 +45,12 @@ say() { printf '%s: %s\n' "$gp_script_name" "$*"; }
 need_lib() {
   ((native_only)) && return 0
   [[ -f "$lib" ]] && return 0
-  say "error: $lib missing: run tests/gpu/build_artifacts.sh (without --skip-lib) and carry .gpu, or use --native-only"
+  say "error: $lib missing: run tests/gpu/build_artifacts.sh (without --skip-lib) and copy .gpu/ to the GPU machine, or use --native-only"
   exit 1
 }
 need_bin() {
   [[ -x "$1" ]] && return 0
-  say "error: $1 missing: run tests/gpu/build_artifacts.sh on the CPU machine and carry .gpu"
+  say "error: $1 missing: run tests/gpu/build_artifacts.sh on the CPU machine and copy .gpu/ to the GPU machine"
   exit 1
 }
 mkdir -p "$out" || exit 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs several GPU checks and benchmarks in one device call (device time is scarce) and packs
-# their results so they fit the device tool's limit on returned files:
+# Runs several GPU checks and benchmarks one after another on the GPU machine, each step within
+# its own time budget, and packs every step's results into one archive, OUT/results.tgz:
 #
 #   bash tests/gpu/run_suite.sh OUT STEP [STEP...]
 #
@@ -8,8 +8,8 @@
 # on), deferred (the same with GPUPRIO_DIRECT_ISSUE=0: every op through the dispatcher), launch
 # (tools/bench/run_launch_bench.sh), interference (tools/bench/run_interference_bench.sh),
 # two_process and two_process_mps (tools/bench/run_two_process_bench.sh, without and with --mps;
-# ~3 minutes each), torch (tools/bench/run_torch_bench.sh; ~5 minutes: give it a device call of
-# its own), trace (tests/gpu/run_trace_check.sh). Each step writes into OUT/work/STEP; at the end
+# ~3 minutes each), torch (tools/bench/run_torch_bench.sh; ~5 minutes: best run on its own),
+# trace (tests/gpu/run_trace_check.sh). Each step writes into OUT/work/STEP; at the end
 # OUT/results.tgz holds every step's files and OUT/suite.txt each step's exit code and summary.
 #
 # Spatial isolation (GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS; docs/benchmarks.md says what each
@@ -40,11 +40,12 @@
 #                       thread setting its own gpuprio priority; one CUDA context, so no MPS
 #                       needed; isolation active, 3 rounds (run_torch_bench.sh --threads)
 #                                                                                   [~5 min, cap 7.5]
-# In four device calls of at most 9 minutes (timeout_s 560; carry .gpu):
+# The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
+# tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
 #   2: bash tests/gpu/run_suite.sh $OUT iso_reserved iso_sparse isolated          (~7.5 min)
 #   3: bash tests/gpu/run_suite.sh $OUT iso_two_process_mps iso_torch             (~9 min: if
-#      short of time, give iso_torch a call of its own)
+#      short of time, run iso_torch on its own)
 #   4: bash tests/gpu/run_suite.sh $OUT iso_torch_threads                         (~5 min)
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT STEP [STEP...]" >&2; exit 2; }

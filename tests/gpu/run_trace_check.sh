@@ -23,12 +23,12 @@
 # --native-only runs only the native runs (checks the scripts and the workloads without the library).
 # A failing or hanging run is recorded, not fatal; after gpuprio runs have timed out twice, or once
 # the runs have taken TRACE_CHECK_BUDGET seconds, the remaining runs are skipped (recorded as such),
-# so the script stays inside the device tool's 10-minute limit (normally 3-5 minutes).
+# so the script ends within a 10-minute time budget (normally 3-5 minutes).
 #
 # Writes OUT/trace_check_summary.txt (PASS/FAIL per check), OUT/trace_check.json, OUT/trace_overhead.md,
 # OUT/trace_overhead.json, OUT/log.txt, OUT/resnet_trace.json and OUT/torch_profiler_trace.json
-# (gzipped, .json.gz, when over 15 MiB: the device tool brings back files of at most 16 MiB and at
-# most 8 files). Exit 0 only on PASS.
+# (gzipped, .json.gz, when over 15 MiB, so the results stay small enough to copy off the GPU
+# machine). Exit 0 only on PASS.
 # Environment: PYTHON (default python3), GPUPRIO_LIB (default .gpu/libgpuprio.so),
 # TRACE_CHECK_TIMEOUT (seconds per run, default 150), TRACE_CHECK_BUDGET (seconds for all runs,
 # default 450), ROUNDS (3), ITERS (latency iterations, 500), WARMUP (50).
@@ -141,7 +141,7 @@ report=(report --workdir "$work" --out "$out")
 timeout -k 10 300 env -u LD_PRELOAD "$py" "$script" "${report[@]}"
 rc=$?
 
-# The device tool brings back files of at most 16 MiB.
+# Large traces are gzipped: the results are copied off the GPU machine.
 for f in "$out/resnet_trace.json" "$out/torch_profiler_trace.json"; do
   if [[ -f "$f" ]] && (($(stat -c %s "$f") > 15 * 1024 * 1024)); then
     gzip -f "$f" && say "gzipped $(basename "$f") (over 15 MiB)"

@@ -320,7 +320,7 @@ def analyze_gpuprio_trace(doc, min_linked=MIN_LINKED_GPUPRIO):
         "dispatch_slices": len(dispatch_slices),
         "dispatch_slices_on_dispatcher_thread": len(on_dispatcher),
         "client_slices": cat_counts.get("client", 0),
-        "client_slices_inline": sum(1 for s in slices if s["cat"] == "client" and s["args"].get("inline") is True),
+        "client_slices_on_caller": sum(1 for s in slices if s["cat"] == "client" and s["args"].get("on_caller") is True),
         "per_priority": per_priority,
         "other_data": other,
         "min_linked": min_linked,

@@ -355,6 +355,27 @@ TEST_CASE("Under gpuprio run the library says once at start how it runs; plain p
   CHECK(quiet.stderr_text.empty());
 }
 
+TEST_CASE("The start line names the file this process's trace goes to, its pattern expanded",
+          "[cli]") {
+  const std::string dir = Getenv("TEST_TMPDIR");
+  REQUIRE(!dir.empty());
+  Env env = BaseEnv();
+  env.emplace_back("TRACE_TEST_RANK", "3");
+  // Passthrough: no tracer starts, so nothing is written; the line is what one would write.
+  const auto result =
+      Run({Cli(), "run", "--lib", PreloadLib(), "--mode", "passthrough", "--trace",
+           dir + "/trace_%p_%q{TRACE_TEST_RANK}.json", "--", EnvDump()},
+          env);
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  const std::string pid = Field(result, "pid");
+  CHECK(absl::StrContains(
+      result.stderr_text,
+      absl::StrCat("gpuprio: pid ", pid, " mode=passthrough priority=normal budget=2000us trace=",
+                   dir, "/trace_", pid, "_3.json version=")));
+  CHECK(Lines(result.stderr_text).size() == 1);
+}
+
 TEST_CASE("gpuprio --help lists the subcommands and each has its own usage", "[cli]") {
   const auto top = Run({Cli(), "--help"}, BaseEnv());
   CHECK(top.exit_code == 0);

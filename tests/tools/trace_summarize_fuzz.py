@@ -47,7 +47,7 @@ SUBPROCESS_EVERY = 200
 
 def synthetic_trace():
     """A small trace per docs/trace_format.md: priorities 1, 0 and -5, a deferred op per kernel,
-    an inline copy, a launch whose kernel is lost, a kernel of no op, flows, a counter."""
+    a copy issued on the caller, a launch whose kernel is lost, a kernel of no op, flows, a counter."""
     pid, client, dispatcher, gpu = 77, 11, 22, 1000000
     events = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python3"}},
@@ -60,7 +60,7 @@ def synthetic_trace():
         events += [
             {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": pid, "tid": client,
              "ts": t, "dur": 4.0, "args": {"op_id": op_id, "priority": priority,
-                                           "api": "cuLaunchKernel", "inline": False}},
+                                           "api": "cuLaunchKernel", "on_caller": False}},
             {"ph": "b", "cat": "queue", "name": f"queued p={priority}", "id": op_id, "pid": pid,
              "tid": client, "ts": t, "args": {"op_id": op_id, "priority": priority,
                                               "delay_us": 1.5 * op_id}},
@@ -85,7 +85,7 @@ def synthetic_trace():
     events += [
         {"ph": "X", "cat": "client", "name": "cudaMemcpyAsync", "pid": pid, "tid": client,
          "ts": 900.0, "dur": 30.0, "args": {"op_id": 6, "priority": 0,
-                                            "api": "cuMemcpyHtoDAsync_v2", "inline": True}},
+                                            "api": "cuMemcpyHtoDAsync_v2", "on_caller": True}},
         {"ph": "X", "cat": "memcpy", "name": "Memcpy HtoD", "pid": gpu, "tid": 7, "ts": 905.0,
          "dur": 20.0, "args": {"op_id": 6, "correlation_id": 106, "priority": 0, "device": 0,
                                "stream": 7, "bytes": 4096}},
@@ -96,7 +96,7 @@ def synthetic_trace():
         {"ph": "C", "name": "queue depth GPU 0", "pid": pid, "ts": 100.0, "args": {"p=1": 1}},
     ]
     return {"traceEvents": events, "displayTimeUnit": "ns", "baseTimeNanoseconds": 1700000000,
-            "otherData": {"gpuprio": {"version": 1, "pid": pid, "dropped_records": 2, "ops": 6,
+            "otherData": {"gpuprio": {"version": 2, "pid": pid, "dropped_records": 2, "ops": 6,
                                       "ops_linked_to_gpu": 5, "gpu_records": 6,
                                       "gpu_records_linked_to_client": 5}}}
 
@@ -262,11 +262,11 @@ def top_level(rng, data):
     """Whole-document replacements: other JSON types, a foreign header, another format version."""
     options = [b"", b" ", b"null", b"[]", b"{}", b"1", b"\"x\"", b"[" * 5000,
                b"{\"traceEvents\":{}}",
-               b"{\"traceEvents\":[],\"otherData\":{\"gpuprio\":{\"version\":2}}}",
-               b"{\"traceEvents\":[],\"otherData\":{\"gpuprio\":{\"version\":\"1\"}}}",
+               b"{\"traceEvents\":[],\"otherData\":{\"gpuprio\":{\"version\":3}}}",
+               b"{\"traceEvents\":[],\"otherData\":{\"gpuprio\":{\"version\":\"2\"}}}",
                b"{\"traceEvents\":[],\"otherData\":{\"gpuprio\":[]}}",
                b"{\"traceEvents\":[],\"otherData\":[]}",
-               b"{\"traceEvents\":[1,\"a\",null],\"otherData\":{\"gpuprio\":{\"version\":1}}}"]
+               b"{\"traceEvents\":[1,\"a\",null],\"otherData\":{\"gpuprio\":{\"version\":2}}}"]
     new = rng.choice(options)
     return new, f"document -> {new[:40]!r}"
 

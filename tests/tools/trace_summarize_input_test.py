@@ -34,7 +34,7 @@ def base_trace():
         "traceEvents": [
             {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
              "ts": 10.0, "dur": 2.0, "args": {"op_id": 1, "priority": 1, "api": "cuLaunchKernel",
-                                              "inline": False}},
+                                              "on_caller": False}},
             {"ph": "b", "cat": "queue", "name": "queued p=1", "id": 1, "pid": 1, "tid": 2,
              "ts": 10.0, "args": {"op_id": 1, "priority": 1, "delay_us": 4.0}},
             {"ph": "X", "cat": "dispatch", "name": "cuLaunchKernel", "pid": 1, "tid": 3,
@@ -43,7 +43,7 @@ def base_trace():
              "dur": 8.0, "args": {"op_id": 1, "priority": 1, "correlation_id": 5}},
             {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
              "ts": 30.0, "dur": 2.0, "args": {"op_id": 2, "priority": 0, "api": "cuLaunchKernel",
-                                              "inline": False}},
+                                              "on_caller": False}},
             {"ph": "X", "cat": "dispatch", "name": "cuLaunchKernel", "pid": 1, "tid": 3,
              "ts": 31.0, "dur": 1.0, "args": {"op_id": 2, "priority": 0, "correlation_id": 6}},
             {"ph": "X", "cat": "kernel", "name": "other", "pid": GPU_PID, "tid": 7, "ts": 40.0,
@@ -51,7 +51,7 @@ def base_trace():
         ],
         "displayTimeUnit": "ns",
         "baseTimeNanoseconds": 1000,
-        "otherData": {"gpuprio": {"version": 1, "pid": 1, "dropped_records": 3, "ops": 2}},
+        "otherData": {"gpuprio": {"version": 2, "pid": 1, "dropped_records": 3, "ops": 2}},
     }
 
 
@@ -158,6 +158,21 @@ class AcceptedTraces(SummarizeTestCase):
         self.assertEqual(summary["priorities"][0]["issue_to_start_us"]["max"], 6.0)
         self.assertIn("launch ops with no kernel record: 1: 2 (cuLaunchKernel)", table)
 
+    def test_an_op_issued_on_the_caller_starts_from_its_client_call(self):
+        # Op 1's kernel starts at 20: 6 us after its dispatcher slice, 10 after its client slice.
+        summary, _ = self.assert_summarized(with_event(0, args_on_caller=True))
+        self.assertEqual(summary["priorities"][0]["issue_to_start_us"]["max"], 10.0)
+
+    def test_version_1_names_the_on_caller_flag_inline(self):
+        trace = with_event(0, args_on_caller=DELETE, args_inline=True)
+        trace["otherData"]["gpuprio"]["version"] = 1
+        summary, _ = self.assert_summarized(trace)
+        self.assertEqual(summary["priorities"][0]["issue_to_start_us"]["max"], 10.0)
+        # Version 2 reads `on_caller` only: a leftover `inline` means nothing.
+        trace["otherData"]["gpuprio"]["version"] = 2
+        summary, _ = self.assert_summarized(trace)
+        self.assertEqual(summary["priorities"][0]["issue_to_start_us"]["max"], 6.0)
+
     def test_statistics_of_nothing_are_null_in_json(self):
         summary, table = self.assert_summarized(base_trace())
         low = summary["priorities"][1]  # op 2: no queue event, no kernel
@@ -256,8 +271,8 @@ class NotGpuprioTraces(SummarizeTestCase):
 
     def test_other_format_version(self):
         trace = base_trace()
-        trace["otherData"]["gpuprio"]["version"] = 2
-        self.assert_rejected(trace, "format version 2", "reads version 1")
+        trace["otherData"]["gpuprio"]["version"] = 3
+        self.assert_rejected(trace, "format version 3", "reads versions 1 and 2")
 
     def test_no_trace_events(self):
         trace = base_trace()
@@ -467,8 +482,14 @@ class WrongTypesAndMissingFields(SummarizeTestCase):
         self.assert_rejected(with_event(4, args_api=["cuLaunchKernel"]),
                              "traceEvents[4].args.api is a list, not a string")
 
-    def test_inline_as_a_string(self):  # bool("false") was True
-        self.assert_rejected(with_event(0, args_inline="false"),
+    def test_on_caller_as_a_string(self):  # bool("false") was True
+        self.assert_rejected(with_event(0, args_on_caller="false"),
+                             "traceEvents[0].args.on_caller is a string 'false', not true or false")
+
+    def test_version_1_inline_as_a_string(self):
+        trace = with_event(0, args_on_caller=DELETE, args_inline="false")
+        trace["otherData"]["gpuprio"]["version"] = 1
+        self.assert_rejected(trace,
                              "traceEvents[0].args.inline is a string 'false', not true or false")
 
     def test_kernel_name_not_a_string(self):

@@ -260,7 +260,7 @@ TEST_CASE("gpuprio trace summarize rejects a bad file with one line and exit 2",
   SECTION("malformed events") {
     path = WriteTrace("odd.json",
                       R"({"traceEvents":[{"ph":"X","cat":"client","ts":"x",)"
-                      R"("args":{"op_id":1}}],"otherData":{"gpuprio":{"version":1}}})");
+                      R"("args":{"op_id":1}}],"otherData":{"gpuprio":{"version":2}}})");
   }
   const auto result = RunCli({"trace", "summarize", path});
   INFO("stderr: " << result.stderr_text);

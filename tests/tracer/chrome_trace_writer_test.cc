@@ -112,7 +112,7 @@ void CheckTraceInvariants(const json& trace) {
       ops_on_gpu.insert(op_id);
     }
   }
-  CHECK(counts.at("version") == 1);
+  CHECK(counts.at("version") == 2);
   CHECK(counts.at("gpu_records") == gpu_records);
   CHECK(counts.at("gpu_records_linked_to_client") == gpu_linked);
   CHECK(counts.at("ops_linked_to_gpu") == static_cast<int64_t>(ops_on_gpu.size()));
@@ -149,8 +149,21 @@ TEST_CASE("ChromeTrace draws each op from client to dispatcher to GPU", "[tracer
   CHECK(FlowOf(trace, 1) == P{{"s", {gpuprio_test::kPid, gpuprio_test::kClientHigh}},
                               {"t", {gpuprio_test::kPid, gpuprio_test::kDispatcher}},
                               {"f", kGpuStream7}});
-  CHECK(FlowOf(trace, 100) == P{{"s", {gpuprio_test::kPid, gpuprio_test::kInlineClient}},
+  CHECK(FlowOf(trace, 100) == P{{"s", {gpuprio_test::kPid, gpuprio_test::kCallerClient}},
                                 {"f", {kGpuPidBase, 21}}});
+  // The client slice says whether the client thread issued the op itself (format version 2;
+  // version 1 called it `inline`, the name of one class of calls).
+  std::map<uint64_t, json> client_args;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("cat") == "client") {
+      client_args[e.at("args").at("op_id")] = e.at("args");
+    }
+  }
+  REQUIRE(client_args.count(1) == 1);
+  REQUIRE(client_args.count(100) == 1);
+  CHECK(client_args.at(1).at("on_caller") == false);
+  CHECK(client_args.at(100).at("on_caller") == true);
+  CHECK_FALSE(client_args.at(100).contains("inline"));
   const json& counts = trace.at("otherData").at("gpuprio");
   CHECK(counts.at("ops") == 8);
   CHECK(counts.at("ops_linked_to_gpu") == 8);
@@ -255,7 +268,7 @@ TEST_CASE("ChromeTrace shows queueing as async events and counters per GPU", "[t
   const json trace = ParseTrace(gpuprio_test::Scenario());
   const std::vector<json> begins = EventsWithPhase(trace, "b");
   const std::vector<json> ends = EventsWithPhase(trace, "e");
-  REQUIRE(begins.size() == 6);  // the deferred ops; inline ops are not queued
+  REQUIRE(begins.size() == 6);  // the deferred ops; on-caller ops are not queued
   REQUIRE(ends.size() == 6);
   for (const json& b : begins) {
     const uint64_t k = b.at("id");
@@ -323,7 +336,7 @@ TEST_CASE("WriteChromeTrace writes the file through a temporary and renames it",
   std::stringstream text;
   text << file.rdbuf();
   CHECK(text.str() == ChromeTraceJson(input));
-  CHECK(json::parse(text.str()).at("otherData").at("gpuprio").at("version") == 1);
+  CHECK(json::parse(text.str()).at("otherData").at("gpuprio").at("version") == 2);
   CHECK(gpuprio_test::DirectoryEntries(dir) == std::vector<std::string>{"trace.json"});  // no temporary left
 
   SECTION("and reports a directory that does not exist") {

@@ -120,31 +120,31 @@ TraceInput Scenario(const ScenarioOptions& options) {
     in.counters.push_back(CounterSample{"budget in use GPU 0", "us", issue, 12.5});
   }
 
-  if (options.with_inline_ops) {
+  if (options.with_on_caller_ops) {
     const int64_t t0 = kBaseNs + 50000 * kUs;
-    in.api_calls.push_back(Call(ApiCall::Kind::kRuntime, "cudaMemcpyAsync", 9001, kInlineClient,
+    in.api_calls.push_back(Call(ApiCall::Kind::kRuntime, "cudaMemcpyAsync", 9001, kCallerClient,
                                 t0, t0 + 10 * kUs));
     in.api_calls.push_back(Call(ApiCall::Kind::kDriver, "cuMemcpyHtoDAsync_v2", 9002,
-                                kInlineClient, t0 + 2 * kUs, t0 + 8 * kUs));
+                                kCallerClient, t0 + 2 * kUs, t0 + 8 * kUs));
     GpuActivity copy = Kernel("Memcpy HtoD", 9002, 21, t0 + 9 * kUs, t0 + 20 * kUs);
     copy.kind = GpuActivity::Kind::kMemcpy;
     copy.bytes = 4096;
     in.gpu_activities.push_back(copy);
     OpSubmitted copy_op;
     copy_op.op_id = 100;
-    copy_op.client_tid = kInlineClient;
+    copy_op.client_tid = kCallerClient;
     copy_op.api = "cuMemcpyHtoDAsync";
     copy_op.priority = -1;
     copy_op.submit_ns = t0 + 1 * kUs;
     copy_op.return_ns = t0 + 9 * kUs;
     copy_op.client_correlation_id = 9001;
-    copy_op.ran_inline = true;
+    copy_op.on_caller = true;
     in.ops_submitted.push_back(copy_op);
 
     const int64_t t1 = t0 + 100 * kUs;
-    in.api_calls.push_back(Call(ApiCall::Kind::kRuntime, "cudaLaunchKernel", 9101, kInlineClient,
+    in.api_calls.push_back(Call(ApiCall::Kind::kRuntime, "cudaLaunchKernel", 9101, kCallerClient,
                                 t1, t1 + 5 * kUs));
-    in.gpu_activities.push_back(Kernel("inline_kernel", 9101, 21, t1 + 6 * kUs, t1 + 9 * kUs));
+    in.gpu_activities.push_back(Kernel("on_caller_kernel", 9101, 21, t1 + 6 * kUs, t1 + 9 * kUs));
     OpSubmitted launch_op = copy_op;
     launch_op.op_id = 101;
     launch_op.api = "cuLaunchKernel";

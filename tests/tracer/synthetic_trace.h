@@ -17,7 +17,7 @@ inline constexpr uint32_t kClientHigh = 101;  // submits the odd ops, priority 1
 inline constexpr uint32_t kClientLow = 102;   // submits the even ops, priority 0, stream 13
 inline constexpr uint32_t kDispatcher = 201;
 inline constexpr uint32_t kOtherThread = 301;  // unrelated calls with colliding correlation ids
-inline constexpr uint32_t kInlineClient = 103;
+inline constexpr uint32_t kCallerClient = 103;
 
 // Op k (1-based) of the deferred ops: client call at T(k) = kBaseNs + k * 100 us.
 //   client runtime record (RUNTIME cudaLaunchKernel, correlation 1000 + k): [T, T + 4 us]
@@ -25,7 +25,7 @@ inline constexpr uint32_t kInlineClient = 103;
 //   issued on the dispatcher: [T + 5 us + k * 100 ns, + 3 us]
 //   dispatcher DRIVER record cuLaunchKernel, correlation 5000 + k: [issue + 0.5 us, end - 0.5 us]
 //   kernel "kernel_<k>", correlation 5000 + k: [issue end + 2 us, + 10 us]
-// Inline ops (ids 100 and 101, client kInlineClient):
+// On-caller ops (ids 100 and 101, client kCallerClient):
 //   op 100: cudaMemcpyAsync RUNTIME record (9001) at T0 = kBaseNs + 50 ms, [T0, T0 + 10 us],
 //           the real DRIVER cuMemcpyHtoDAsync_v2 (9002) [T0 + 2 us, T0 + 8 us], memcpy 9002.
 //   op 101: cudaLaunchKernel RUNTIME record (9101) at T1 = T0 + 100 us, [T1, T1 + 5 us]; the
@@ -33,7 +33,7 @@ inline constexpr uint32_t kInlineClient = 103;
 // Not an op: a passthrough cudaLaunchKernel (7777) on kClientHigh at kBaseNs + 60 ms, its kernel.
 struct ScenarioOptions {
   int deferred_ops = 6;
-  bool with_inline_ops = true;
+  bool with_on_caller_ops = true;
   bool with_unrelated_work = true;
   uint64_t drop_external_correlation_of = 0;  // op id whose EXTERNAL_CORRELATION is lost
   uint64_t drop_kernel_of = 0;                // op id whose kernel record is lost

@@ -194,7 +194,8 @@ void CheckEveryDropCounted(const TracedRun& run, long launches, long cupti_recor
 TEST_CASE("Every drop at GPUPRIO_TRACE_MAX_MB is counted in the trace and in the log line",
           "[tracer]") {
   SECTION("op events over the cap, and CUPTI's own drops when its buffer is refused") {
-    // 25,000 inline launches (the fast path) are 25,000 op events: more than 1 MiB holds.
+    // 25,000 launches issued on the caller (the fast path) are 25,000 op events: more than 1 MiB
+    // holds.
     const TracedRun run = Run({"exit", "25000"}, {{"GPUPRIO_TRACE_MAX_MB", "1"},
                                                   {"FAKE_CUPTI_FLUSH_RECORDS", "3000"}});
     DESCRIBE(run);

@@ -70,7 +70,7 @@ class Generator {
   }
   uint32_t Tid() {
     return c_.Pick<uint32_t>(
-        {kClientHigh, kClientLow, kInlineClient, kDispatcher, 202, 0, 0xffffffff});
+        {kClientHigh, kClientLow, kCallerClient, kDispatcher, 202, 0, 0xffffffff});
   }
   uint32_t Correlation() {
     if (c_.OneIn(6)) return c_.Pick<uint32_t>({0, 0xffffffff});
@@ -132,7 +132,7 @@ class Generator {
     op.submit_ns = Time();
     op.return_ns = EndFor(op.submit_ns);
     op.client_correlation_id = c_.OneIn(2) ? 0 : Correlation();
-    op.ran_inline = c_.OneIn(4);
+    op.on_caller = c_.OneIn(4);
     return op;
   }
   OpIssued Issued() {
@@ -172,7 +172,7 @@ class Generator {
   TraceInput Altered() {
     ScenarioOptions options;
     options.deferred_ops = static_cast<int>(c_.Below(10));
-    options.with_inline_ops = !c_.OneIn(4);
+    options.with_on_caller_ops = !c_.OneIn(4);
     options.with_unrelated_work = !c_.OneIn(4);
     const auto some_op = [&] { return c_.OneIn(2) ? 0 : c_.Below(12); };
     options.drop_external_correlation_of = some_op();
@@ -257,7 +257,7 @@ class Generator {
     if (c_.OneIn(3)) r.client_correlation_id = Correlation();
     if (c_.OneIn(3)) std::swap(r.submit_ns, r.return_ns);
     if (c_.OneIn(3)) r.submit_ns = Time();
-    if (c_.OneIn(4)) r.ran_inline = !r.ran_inline;
+    if (c_.OneIn(4)) r.on_caller = !r.on_caller;
   }
 
   Choices& c_;
@@ -326,7 +326,7 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
 
   std::vector<int> gpu_owners(in.gpu_activities.size(), 0);
   std::set<const ApiCall*> used_calls = client_calls;
-  int64_t linked_gpu = 0, linked_ops = 0, inline_ops = 0, issued_ops = 0, missing_external = 0,
+  int64_t linked_gpu = 0, linked_ops = 0, on_caller_ops = 0, issued_ops = 0, missing_external = 0,
           missing_driver = 0, by_id = 0, by_containment = 0, synthesized = 0;
   uint64_t previous_id = 0;
   for (size_t n = 0; n < joined.ops.size(); ++n) {
@@ -396,15 +396,15 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
       if (IndexIn(in.api_calls, op.driver_call) < 0) {
         fail(name + ": driver call not an input record");
       } else if (client_calls.count(op.driver_call) != 0 &&
-                 !(s.ran_inline && op.driver_call == span.call)) {
+                 !(s.on_caller && op.driver_call == span.call)) {
         fail(name + ": driver call is another op's client span");
-      } else if (!s.ran_inline) {
+      } else if (!s.on_caller) {
         used_calls.insert(op.driver_call);
         if (op.issued != nullptr && op.driver_call->tid != op.issued->dispatcher_tid) {
           fail(name + ": driver call not on the dispatcher that issued the op");
         }
       } else if (op.issued == nullptr && op.driver_call->tid != s.client_tid) {
-        fail(name + ": inline op's driver call not on its client thread");
+        fail(name + ": on-caller op's driver call not on its client thread");
       }
     }
 
@@ -420,7 +420,7 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
       const bool by_external = ids.count(id) != 0;
       const bool by_driver = op.driver_call != nullptr && op.driver_call->correlation_id == id;
       const bool by_client =
-          s.ran_inline && op.client.call != nullptr && op.client.call->correlation_id == id;
+          s.on_caller && op.client.call != nullptr && op.client.call->correlation_id == id;
       if (!by_external && !by_driver && !by_client) {
         fail(name + ": GPU activity linked without a shared correlation id");
       }
@@ -433,10 +433,10 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
 
     // Derived times.
     std::optional<int64_t> issue_begin;
-    if (s.ran_inline) {
-      ++inline_ops;
+    if (s.on_caller) {
+      ++on_caller_ops;
       issue_begin = span.start_ns;
-      if (op.queue_delay_ns) fail(name + ": inline op has a queueing delay");
+      if (op.queue_delay_ns) fail(name + ": on-caller op has a queueing delay");
     } else {
       if (op.issued != nullptr) {
         ++issued_ops;
@@ -479,7 +479,7 @@ std::vector<std::string> JoinViolations(const TraceInput& in, const JoinedTrace&
   }
   if (counts.gpu_records_linked_to_client != linked_gpu) fail("gpu_records_linked_to_client");
   if (counts.ops_linked_to_gpu != linked_ops) fail("ops_linked_to_gpu");
-  if (counts.ops_on_caller != inline_ops) fail("ops_on_caller");
+  if (counts.ops_on_caller != on_caller_ops) fail("ops_on_caller");
   if (counts.ops_issued != issued_ops) fail("ops_issued");
   if (counts.ops_missing_external_correlation != missing_external) {
     fail("ops_missing_external_correlation");

@@ -173,7 +173,7 @@ TEST_CASE("TraceJoin uses the driver record when the op's issue record is lost",
   CHECK(joined.counts.ops_issued == 5);
 }
 
-TEST_CASE("TraceJoin links inline ops through the client thread's own records", "[tracer]") {
+TEST_CASE("TraceJoin links on-caller ops through the client thread's own records", "[tracer]") {
   TraceInput input = gpuprio_test::Scenario();
   gpuprio_test::ShuffleRecords(input, 11);
   const JoinedTrace joined = JoinTrace(input);
@@ -184,7 +184,7 @@ TEST_CASE("TraceJoin links inline ops through the client thread's own records", 
     CHECK(op.client.call->name == "cudaMemcpyAsync");
     REQUIRE(op.driver_call != nullptr);
     CHECK(op.driver_call->name == "cuMemcpyHtoDAsync_v2");
-    CHECK(op.driver_call->tid == gpuprio_test::kInlineClient);
+    CHECK(op.driver_call->tid == gpuprio_test::kCallerClient);
     REQUIRE(op.gpu.size() == 1);
     CHECK(op.gpu[0]->kind == GpuActivity::Kind::kMemcpy);
     CHECK_FALSE(op.queue_delay_ns.has_value());
@@ -194,7 +194,7 @@ TEST_CASE("TraceJoin links inline ops through the client thread's own records", 
     const JoinedOp& op = OpWithId(joined, 101);
     CHECK(op.client.source == ClientSpan::Source::kContainment);
     REQUIRE(op.gpu.size() == 1);
-    CHECK(op.gpu[0]->name == "inline_kernel");
+    CHECK(op.gpu[0]->name == "on_caller_kernel");
     CHECK(op.issue_to_start_ns == 6000);
   }
 }

@@ -14,7 +14,7 @@
 # REPS times (default 3), interleaved (round r runs every configuration once before round r+1).
 # A failing or hanging run (e.g. schedule mode not implemented yet) is recorded, not fatal; after a
 # mode has timed out twice its remaining runs are skipped (recorded as skipped), so a hanging mode
-# cannot push the whole script past the device tool's 10-minute limit.
+# cannot push the whole script past its 10-minute time budget.
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
 # Last (not with --native-only; ISOLATION_CHECK=0 skips it), the isolation check: schedule mode with

@@ -38,7 +38,7 @@
 # and the model takes 5-15 s, a high run ~20 s of requests); a failing or hanging run is recorded,
 # not fatal, and what is left of it is killed before the next run. After gpuprio runs have timed
 # out twice the rest are skipped, and once the runs have taken TORCH_BUDGET seconds (default 420)
-# every remaining run is skipped, so the script ends inside one 10-minute device call (normally
+# every remaining run is skipped, so the script ends within a 10-minute time budget (normally
 # 4-6 minutes).
 # Writes OUT/NAME.json (every run, pooled percentiles, ratios), OUT/NAME.txt (the table, with a last
 # line saying whether it ran under MPS) and OUT/NAME_runs.jsonl (the records as written), where NAME

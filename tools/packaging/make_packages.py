@@ -6,9 +6,11 @@
 The wheel (written with zipfile: no PyPI, no build backend) holds the package `gpuprio`: the
 ctypes helper (tools/python/gpuprio.py) as its __init__, the launcher (tools/cli/gpuprio) as
 gpuprio/_cli.py with a `gpuprio` console script, and libgpuprio.so, env_vars.def and VERSION
-beside them, where the launcher looks first. The .deb puts the same files in /usr/lib/gpuprio
-(/usr/bin/gpuprio links there), the helper in /usr/lib/python3/dist-packages/gpuprio, and the
-docs and copyright file in /usr/share/doc/gpuprio. Standard library only (and dpkg-deb).
+beside them, where the launcher looks first, and the licence and notices in its .dist-info. The
+.deb puts the same files in /usr/lib/gpuprio (/usr/bin/gpuprio links there), the helper in
+/usr/lib/python3/dist-packages/gpuprio, and the docs, notices and copyright file in
+/usr/share/doc/gpuprio. A file either package ships that is missing from --repo is an error.
+Standard library only (and dpkg-deb, readelf).
 """
 
 import argparse
@@ -24,8 +26,12 @@ import zipfile
 
 # The glibc the library needs decides the platform tag: the highest GLIBC_x.y it references.
 GLIBC_VERSION = re.compile(rb"GLIBC_2\.([0-9]+)")
+# What the .deb puts in /usr/share/doc/gpuprio (LICENSE goes there as `copyright`).
 DOCS = ("README.md", "docs/user_guide.md", "docs/build.md", "CHANGELOG.md", "NOTICE",
         "THIRD_PARTY_NOTICES.md")
+# What the wheel puts in its .dist-info: the Apache License's own terms require LICENSE and NOTICE
+# to travel with the library; THIRD_PARTY_NOTICES.md names what libgpuprio.so contains.
+WHEEL_NOTICES = ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md")
 
 
 def glibc_minor(lib):
@@ -41,6 +47,14 @@ def glibc_minor(lib):
 def read(path, mode="r"):
     with open(path, mode) as f:
         return f.read()
+
+
+def require_files(repo, names):
+    """Exits naming every one of `names` (relative to repo) that is not a file: a package without
+    its licence, notices or docs must not be written."""
+    missing = [name for name in names if not os.path.isfile(os.path.join(repo, name))]
+    if missing:
+        raise SystemExit(f"make_packages: missing from {repo}: {', '.join(missing)}")
 
 
 def record_line(name, data):
@@ -76,8 +90,9 @@ def write_wheel(repo, lib, version, out):
         (f"{dist}/WHEEL", wheel.encode(), False),
         (f"{dist}/entry_points.txt", entry_points.encode(), False),
         (f"{dist}/top_level.txt", b"gpuprio\n", False),
-        (f"{dist}/LICENSE", read(os.path.join(repo, "LICENSE"), "rb"), False),
     ]
+    files += [(f"{dist}/{name}", read(os.path.join(repo, name), "rb"), False)
+              for name in WHEEL_NOTICES]
     record = [record_line(name, data) for name, data, _ in files] + [f"{dist}/RECORD,,"]
     files.append((f"{dist}/RECORD", ("\n".join(record) + "\n").encode(), False))
     path = os.path.join(out, f"gpuprio-{version}-{tag}.whl")
@@ -121,8 +136,7 @@ def write_deb(repo, lib, version, out):
         os.symlink("../lib/gpuprio/gpuprio", os.path.join(root, "usr/bin/gpuprio"))
         doc = os.path.join(root, "usr/share/doc/gpuprio")
         for name in DOCS:
-            if os.path.exists(os.path.join(repo, name)):
-                install(os.path.join(repo, name), os.path.join(doc, os.path.basename(name)), 0o644)
+            install(os.path.join(repo, name), os.path.join(doc, os.path.basename(name)), 0o644)
         install(os.path.join(repo, "LICENSE"), os.path.join(doc, "copyright"), 0o644)
         size_kib = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root)
                        for f in fs if not os.path.islink(os.path.join(d, f))) // 1024 + 1
@@ -147,6 +161,8 @@ def main():
     parser.add_argument("--lib", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    require_files(args.repo, ("VERSION", "tools/python/gpuprio.py", "tools/cli/gpuprio",
+                              "scheduler/base/env_vars.def") + DOCS + WHEEL_NOTICES)
     version = read(os.path.join(args.repo, "VERSION")).strip()
     os.makedirs(args.out, exist_ok=True)
     for path in (write_wheel(args.repo, args.lib, version, args.out),
