@@ -157,6 +157,35 @@ def flat_record(fields, out_path, err_path, rc, skip=None, skip_error=None, stde
     return rec
 
 
+def pair_record(rec, skip, read_part, check, more_errors=None):
+    """A run of a high and a low process (or job) as one record: the runner's fields (rec), then the
+    part of each role ("high", "low") that ran, read_part(role) (None: it did not run). A part that
+    is ok can still fail check(role, js, rec), which returns why (None: it passes); more_errors(rec)
+    adds what is wrong with the run as a whole. ok when some part ran and nothing failed; a skipped
+    run (skip: why) has no parts."""
+    if skip:
+        rec.update(ok=False, skipped=True, error=skip)
+        return rec
+    errors = []
+    for role in ("high", "low"):
+        part = read_part(role)
+        if part is None:
+            continue
+        if part["ok"]:
+            why = check(role, part.get("json") or {}, rec)
+            if why:
+                part.update(ok=False, error=why)
+        if not part["ok"]:
+            errors.append("%s: %s" % (role, part.get("error", "failed")))
+        rec[role] = part
+    if more_errors:
+        errors += more_errors(rec)
+    rec["ok"] = not errors and ("high" in rec or "low" in rec)
+    if errors:
+        rec["error"] = "; ".join(errors)
+    return rec
+
+
 def write_outputs(rep, text, out_json, out_txt):
     with open(out_json, "w") as fh:
         json.dump(rep, fh, indent=1)
