@@ -1,17 +1,19 @@
 # shellcheck shell=bash
 # Process handling for the benchmark runners that start more than one process per run
-# (run_two_process_bench.sh, run_torch_bench.sh): `source` it after setting `work` (the run
-# directory). Every process gets a session, so a process group, of its own and a timeout; whatever
-# is left of a group is killed when the run is over, and on the way out of the script (trap EXIT
-# calls procs_cleanup, which a runner that needs more cleanup calls from its own trap).
+# (run_two_process_bench.sh, run_torch_bench.sh): `source` it after tests/gpu/gpu_run_args.sh (it
+# uses work, the run directory, and say). Every process gets a session, so a process group, of its
+# own and a timeout; whatever is left of a group is killed when the run is over, and on the way out
+# of the script (cleanup_at_exit).
 #
 #   start_proc TAG TIMEOUT [VAR=VALUE ...] -- CMD ARGS...   stdout/stderr to $work/TAG.out/.err;
 #                                                         sets started_pid (= its process group id)
 #   finish_proc PID        waits for it; finished_rc = its exit code (124/137: timed out)
 #   wait_exit PID SECONDS  waits up to SECONDS for it to exit by itself; 1 if it did not
 #   wait_pair HPID LPID S  waits for the high process of a pair, ending it S seconds after the low one died
+#   finish_pair HPID LPID STOP_FILE GRACE WAIT WHAT   the end of a high/low run; sets hrc and lrc
 #   kill_group PGID        TERM, then KILL a second later
 #   remove_segments PREFIX removes the gpuprio coordination segments of domains named PREFIX...
+#   cleanup_at_exit PREFIX on every way out: procs_cleanup, remove_segments PREFIX, mps_stop
 # LD_PRELOAD and the GPUPRIO_ variables that pick a mode, priority or domain are removed from every
 # process's environment; a gpuprio run passes its own as VAR=VALUE.
 
@@ -85,6 +87,31 @@ wait_pair() {
   done
 }
 
+# finish_pair HIGH_PID LOW_PID STOP_FILE GRACE WAIT WHAT: the end of a run of a high and a low
+# process, either of which may not have been started (PID ""). Waits for the high one (wait_pair,
+# GRACE), then creates STOP_FILE and gives the low one WAIT seconds to end by itself before killing
+# it (and saying so: "WHAT: low process still running ..."). Sets hrc and lrc to their exit codes,
+# "" for a process not started.
+finish_pair() {
+  local h="$1" l="$2" stop="$3" grace="$4" wait_s="$5" what="$6"
+  hrc="" lrc=""
+  if [[ -n "$h" ]]; then
+    [[ -n "$l" ]] && wait_pair "$h" "$l" "$grace"
+    finish_proc "$h"
+    hrc=$finished_rc
+  fi
+  if [[ -n "$l" ]]; then
+    # The high process has set the peer's stop word, unless it failed first: the stop file covers that.
+    : >"$stop"
+    if [[ -n "$h" ]] && ! wait_exit "$l" "$wait_s"; then
+      say "$what: low process still running $wait_s s after the high one ended: killing it"
+      kill_group "$l"
+    fi
+    finish_proc "$l"
+    lrc=$finished_rc
+  fi
+}
+
 procs_cleanup() {
   local g
   for g in "${live_groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done
@@ -96,4 +123,19 @@ procs_cleanup() {
 # that no later process will open.
 remove_segments() {
   rm -f /dev/shm/gpuprio-*-"$1"*
+}
+
+# cleanup_at_exit DOMAIN_PREFIX: whatever ends the script (its end, exit, INT, TERM, HUP), no process
+# group of ours, no coordination segment of its domains (named DOMAIN_PREFIX...) and, where
+# tools/bench/mps_daemon.sh is sourced, no MPS daemon of ours stays behind.
+cleanup_at_exit() {
+  procs_domain_prefix="$1"
+  trap procs_exit EXIT
+  trap 'say "interrupted"; exit 130' INT TERM HUP
+}
+
+procs_exit() {
+  procs_cleanup
+  remove_segments "$procs_domain_prefix"
+  if declare -F mps_stop >/dev/null; then mps_stop; fi
 }

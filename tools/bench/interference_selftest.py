@@ -11,13 +11,12 @@ usage: python3 tools/bench/interference_selftest.py
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from bench_stats import scratch_tree
+
 results = []
 
 # The stand-in: prints one JSON line like interference.cu's. Low rates: 1000/L per second alone;
@@ -79,24 +78,6 @@ print(json.dumps({"bench": "launch_rate", "ok": True, "launches_per_s": 1e6, "ca
 def check(name, cond, detail=""):
     results.append(bool(cond))
     print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % str(detail)[:1500]))
-
-
-def scratch_repo(d):
-    """The scripts as they are here, and .gpu/ with the stand-ins, in a tree of their own."""
-    root = os.path.join(d, "repo")
-    os.makedirs(os.path.join(root, "tools"))
-    shutil.copytree(HERE, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
-    os.makedirs(os.path.join(root, "tests", "gpu"))
-    shutil.copy(os.path.join(REPO, "tests", "gpu", "gpu_run_args.sh"), os.path.join(root, "tests", "gpu"))
-    gpu = os.path.join(root, ".gpu")
-    os.makedirs(gpu)
-    for name, text in (("interference", STANDIN), ("launch_rate", LAUNCH_STANDIN)):
-        path = os.path.join(gpu, name)
-        with open(path, "w") as fh:
-            fh.write(text.replace("/usr/bin/env python3", sys.executable, 1))
-        os.chmod(path, 0o755)
-    open(os.path.join(gpu, "libgpuprio.so"), "w").close()
-    return root
 
 
 def run_bench(root, out, plan, env=None):
@@ -218,7 +199,7 @@ def launch_isolation(root, d):
 
 def main():
     with tempfile.TemporaryDirectory() as d:
-        root = scratch_repo(d)
+        root = scratch_tree(d, {"interference": STANDIN, "launch_rate": LAUNCH_STANDIN})
         main_plan(root, d)
         chosen_configs(root, d)
         other_plans(root, d)

@@ -53,6 +53,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "${rest[@]}"
+# rounds, gpuprio_env, runs; warmup, low_alone_seconds, low_shape, extra (interference_settings).
+source "$repo/tools/bench/bench_runs.sh"
 bin="$repo/.gpu/interference"
 report="$repo/tools/bench/interference_report.py"
 stats="$repo/tools/bench/bench_stats.py"
@@ -63,27 +65,19 @@ case "$plan" in
   *) say "error: unknown --plan '$plan' (main, reserved or sparse)"; exit 2 ;;
 esac
 read -r -a reserved_list <<<"${RESERVED:-8 16 32 64}"
-rounds="${ROUNDS:-3}"
 releases="${RELEASES:-150}"
-warmup="${WARMUP:-10}"
 max_seconds="${MAX_SECONDS:-5}"
 releases_long="${RELEASES_LONG:-300}"
 max_seconds_long="${MAX_SECONDS_LONG:-8}"
 tail_s="${TAIL_S:-2.5}"
 tail_skip_s="${TAIL_SKIP_S:-0.5}"
-low_alone_seconds="${LOW_ALONE_SECONDS:-3}"
 sparse_period="${SPARSE_PERIOD_MS:-1000}"
 sparse_releases="${SPARSE_RELEASES:-12}"
-read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 --low-fill smem}"
-read -r -a extra <<<"${EXTRA_ARGS:-}"
-read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+interference_settings
 
 need_bin "$bin"
 need_lib
-runs="$work/runs.jsonl"
-: >"$runs"
 cycles_args=()
-gpuprio_timeouts=0
 start=$SECONDS
 n=0
 
@@ -120,8 +114,7 @@ run_one() {
   [[ "$config" == alone || "$config" == alone-gpuprio || "$config" == low-alone* ]] ||
     args+=(--idle-tail-s "$tail_s" --tail-skip-s "$tail_skip_s")
   local tmo="${BENCH_TIMEOUT:-$((${maxs%.*} + ${tail_s%.*} + 20))}"
-  ((with_lib && gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
-  ((SECONDS - start > budget)) && skip="skipped: the runs took over BENCH_BUDGET=${budget}s"
+  run_skip "$with_lib" BENCH_BUDGET
   local rc=125
   if [[ -n "$skip" ]]; then
     echo "$skip" >"$work/$tag.err"
@@ -131,7 +124,7 @@ run_one() {
     timeout -k 5 "$tmo" "${env_args[@]}" "$bin" "${args[@]}" "${cycles_args[@]}" "${low_shape[@]}" "${extra[@]}" \
       >"$work/$tag.out" 2>"$work/$tag.err"
     rc=$?
-    ((with_lib && (rc == 124 || rc == 137))) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
+    count_timeout "$with_lib" "$rc"
   fi
   local -a skip_args=()
   [[ -n "$skip" ]] && skip_args=(--skip "$skip")
@@ -147,14 +140,7 @@ timeout -k 5 60 env -u LD_PRELOAD "$bin" --low-ms 0 --releases 20 --warmup 5 >"$
 crc=$?
 "$py" "$stats" record --out "$work/calibrate.out" --err "$work/calibrate.err" --rc "$crc" \
   plan="$plan" group_low_ms=0 config=calibrate round=0 gpuprio=false >>"$runs"
-cycles="$(grep -o '"cycles_per_us": *[0-9.]*' "$work/calibrate.out" 2>/dev/null | head -n 1 | cut -d: -f2 | tr -d ' ')"
-if [[ -z "$cycles" || "$cycles" == 0* ]]; then
-  say "error: the calibration run failed (rc=$crc): $(tail -n 3 "$work/calibrate.err")"
-  "$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
-  exit 1
-fi
-cycles_args=(--cycles-per-us "$cycles")
-say "calibrated: $cycles SM cycles per us"
+use_calibration "$crc" "$report"
 
 case "$plan" in
   main) read -r -a per_l <<<"${CONFIGS:-low-alone none stream gpuprio-off gpuprio-active gpuprio-always}"
@@ -171,16 +157,9 @@ fi
 for ((r = 1; r <= rounds; r++)); do
   for c in "${once[@]}"; do run_one "$r" 0 "$c"; done
   for low in $low_list; do
-    nc=${#per_l[@]}
-    for ((i = 0; i < nc; i++)); do
-      run_one "$r" "$low" "${per_l[$(((i + r - 1) % nc))]}"
-    done
+    rotated "$r" "${per_l[@]}"
+    for c in "${rotated[@]}"; do run_one "$r" "$low" "$c"; done
   done
 done
-say "all runs took $((SECONDS - start)) s"
 
-"$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
-rc=$?
-((${#gpuprio_env[@]})) && echo "gpuprio runs also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
-cat "$out/$name.txt" 2>/dev/null
-exit "$rc"
+finish_report "$report" runs

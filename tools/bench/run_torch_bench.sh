@@ -52,8 +52,8 @@ set -uo pipefail
 
 gp_flags=(mps threads)
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "$@"
+source "$repo/tools/bench/bench_runs.sh"  # rounds, gpuprio_env, runs
 script="$repo/tools/bench/torch_two_process.py"
-rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-340}"
 rate="${RATE:-20}"
 low_batch="${LOW_BATCH:-1024}"
@@ -61,26 +61,15 @@ low_seconds="${LOW_SECONDS:-12}"
 run_timeout="${TORCH_TIMEOUT:-90}"
 budget="${TORCH_BUDGET:-420}"
 read -r -a targs <<<"${TORCH_ARGS:-}"
-# More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
-read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
 name=torch_two_process
 ((threads)) && name=torch_threads
 ((mps)) && name="${name}_mps"
 
 need_lib
-runs="$work/runs.jsonl"
-: >"$runs"
 export PYTHONUNBUFFERED=1
 source "$repo/tools/bench/bench_procs.sh"
 source "$repo/tools/bench/mps_daemon.sh"
-# Whatever ends the script, no process group of ours and no MPS daemon stays behind.
-cleanup() {
-  procs_cleanup
-  remove_segments "gpbench_torch_$$_"
-  mps_stop
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT TERM HUP
+cleanup_at_exit "gpbench_torch_$$_"
 
 # Before the preflight, so that it also shows whether torch gets a GPU through the daemon.
 ((mps)) && mps_start "$out" "$name"
@@ -108,7 +97,6 @@ if ((pre_rc != 0)); then
   exit 1
 fi
 
-gpuprio_timeouts=0
 start=$SECONDS
 n=0
 high_args=(--rate "$rate" --requests "$requests" "${targs[@]}")
@@ -148,9 +136,8 @@ run_config() {
     tenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
-    ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
   fi
-  ((SECONDS - start > budget)) && skip="skipped: the runs took over TORCH_BUDGET=${budget}s"
+  run_skip "$with_lib" TORCH_BUDGET
   local -a rec=(--config "$config" --round "$round" --gpuprio "$with_lib")
   ((threads)) && rec+=(--form threads)
   if [[ -n "$skip" ]]; then
@@ -165,9 +152,8 @@ run_config() {
     local -a files=()
     [[ -n "$hrc" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.err" --high-rc "$hrc")
     [[ -n "$lrc" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.err" --low-rc "$lrc")
-    "$py" "$script" record "${rec[@]}" "${files[@]}" >>"$runs"
-    [[ "${hrc:-$lrc}" == 124 || "${hrc:-$lrc}" == 137 ]] && ((with_lib)) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
-    say "r$round $config: rc=${hrc:-$lrc} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$script" brief)"
+    record_run "$script" "$t0" "r$round $config: rc=${hrc:-$lrc}" "${rec[@]}" "${files[@]}"
+    count_timeout "$with_lib" "$hrc" "$lrc"
     return
   fi
   case "$config" in
@@ -187,51 +173,28 @@ run_config() {
         --peer "$peer" "${high_args[@]}"
       hpid=$started_pid ;;
   esac
-  if [[ -n "$hpid" ]]; then
-    [[ -n "$lpid" ]] && wait_pair "$hpid" "$lpid" 10
-    finish_proc "$hpid"
-    hrc=$finished_rc
-  fi
-  if [[ -n "$lpid" ]]; then
-    # The high process has set the peer's stop word, unless it failed first: the stop file covers that.
-    : >"$stop"
-    if [[ -n "$hpid" ]] && ! wait_exit "$lpid" 15; then
-      say "r$round $config: low process still running 15 s after the high one ended: killing it"
-      kill_group "$lpid"
-    fi
-    finish_proc "$lpid"
-    lrc=$finished_rc
-  fi
+  finish_pair "$hpid" "$lpid" "$stop" 10 15 "r$round $config"
   local -a files=()
   [[ -n "$hpid" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.high.err" --high-rc "$hrc")
   [[ -n "$lpid" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.low.err" --low-rc "$lrc")
-  "$py" "$script" record "${rec[@]}" "${files[@]}" >>"$runs"
-  [[ "$hrc" == 124 || "$hrc" == 137 || "$lrc" == 124 || "$lrc" == 137 ]] && ((with_lib)) &&
-    gpuprio_timeouts=$((gpuprio_timeouts + 1))
-  say "r$round $config: high rc=${hrc:--} low rc=${lrc:--} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$script" brief)"
+  record_run "$script" "$t0" "r$round $config: high rc=${hrc:--} low rc=${lrc:--}" "${rec[@]}" "${files[@]}"
+  count_timeout "$with_lib" "$hrc" "$lrc"
 }
 
 configs=(alone low-alone native gpuprio)
 ((native_only)) && configs=(alone low-alone native)
 for ((r = 1; r <= rounds; r++)); do
-  nc=${#configs[@]}
-  for ((i = 0; i < nc; i++)); do
-    run_config "$r" "${configs[$(((i + r - 1) % nc))]}"
-  done
+  rotated "$r" "${configs[@]}"
+  for c in "${rotated[@]}"; do run_config "$r" "$c"; done
 done
-say "all runs took $((SECONDS - start)) s"
 
-"$py" "$script" report "$runs" "$out/$name.json" "$out/$name.txt"
-rc=$?
-((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
+cp "$runs" "$out/${name}_runs.jsonl"
 # The records carry no MPS field: the table says it, as well as the file names.
 if ((mps)); then
-  echo "every process ran under MPS (a control daemon of the script's own)" >>"$out/$name.txt"
+  form="every process ran under MPS (a control daemon of the script's own)"
 elif ((threads)); then
-  echo "no MPS: one process, so one CUDA context for both jobs' streams" >>"$out/$name.txt"
+  form="no MPS: one process, so one CUDA context for both jobs' streams"
 else
-  echo "no MPS: the two processes were time-sliced" >>"$out/$name.txt"
+  form="no MPS: the two processes were time-sliced"
 fi
-cp "$runs" "$out/${name}_runs.jsonl"
-cat "$out/$name.txt" 2>/dev/null
-exit "$rc"
+finish_report "$script" processes "$form"

@@ -48,45 +48,31 @@ set -uo pipefail
 
 gp_flags=(mps)
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/gpu_run_args.sh" "$@"
+# rounds, gpuprio_env, runs; warmup, low_alone_seconds, low_shape, extra (interference_settings).
+source "$repo/tools/bench/bench_runs.sh"
 bin="$repo/.gpu/interference"
 report="$repo/tools/bench/two_process_report.py"
 low_list="${LOW_MS:-0.2 2 20}"
-rounds="${ROUNDS:-3}"
 releases="${RELEASES:-200}"
-warmup="${WARMUP:-10}"
 max_seconds="${MAX_SECONDS:-6}"
-low_alone_seconds="${LOW_ALONE_SECONDS:-3}"
 peer_wait="${PEER_WAIT:-15}"
 high_timeout="${BENCH_TIMEOUT:-40}"
 budget="${BENCH_BUDGET:-220}"
-read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 --low-fill smem}"
-read -r -a extra <<<"${EXTRA_ARGS:-}"
-# More VAR=VALUE for both gpuprio processes, e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500".
-read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+interference_settings
 name=two_process
 ((mps)) && name=two_process_mps
 
 need_bin "$bin"
 need_lib
-runs="$work/runs.jsonl"
-: >"$runs"
 
 source "$repo/tools/bench/bench_procs.sh"
 source "$repo/tools/bench/mps_daemon.sh"
-# Whatever ends the script, no process group of ours and no MPS daemon stays behind.
-cleanup() {
-  procs_cleanup
-  remove_segments "gpbench_$$_"
-  mps_stop
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT TERM HUP
+cleanup_at_exit "gpbench_$$_"
 
 ((mps)) && mps_start "$out" "$name"
 
 cycles_args=()
 common=(--releases "$releases" --warmup "$warmup" --max-seconds "$max_seconds" "${low_shape[@]}" "${extra[@]}")
-gpuprio_timeouts=0
 start=$SECONDS
 n=0
 
@@ -102,9 +88,8 @@ run_config() {
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     # The diagnosis: the high process native, every low op confined.
     [[ "$config" == gpuprio-low ]] && henv=() lenv+=(GPUPRIO_ISOLATION=force)
-    ((gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
   fi
-  ((SECONDS - start > budget)) && skip="skipped: the runs took over BENCH_BUDGET=${budget}s"
+  run_skip "$with_lib" BENCH_BUDGET
   local -a rec=(--group "$low" --config "$config" --round "$round" --mps "$mps" --gpuprio "$with_lib")
   if [[ -n "$skip" ]]; then
     "$py" "$report" record "${rec[@]}" --skip "$skip" >>"$runs"
@@ -132,32 +117,13 @@ run_config() {
         --peer-file "$peer" --peer-wait-s "$peer_wait" "${cycles_args[@]}" "${common[@]}"
       hpid=$started_pid ;;
   esac
-  if [[ -n "$hpid" ]]; then
-    [[ -n "$lpid" ]] && wait_pair "$hpid" "$lpid" 5
-    finish_proc "$hpid"
-    hrc=$finished_rc
-  fi
-  if [[ -n "$lpid" ]]; then
-    # The high process has set the peer's stop word, unless it failed first: the stop file covers that.
-    : >"$stop"
-    if [[ -n "$hpid" ]]; then
-      # A low batch is 20 x L (400 ms at 20 ms); give it that and its exit, then end it.
-      if ! wait_exit "$lpid" 10; then
-        say "r$round L=$low $config: low process still running 10 s after the high one ended: killing it"
-        kill_group "$lpid"
-      fi
-    fi
-    finish_proc "$lpid"
-    lrc=$finished_rc
-  fi
+  # A low batch is 20 x L (400 ms at 20 ms); 10 s give it that and its exit, then it is ended.
+  finish_pair "$hpid" "$lpid" "$stop" 5 10 "r$round L=$low $config"
   local -a files=()
   [[ -n "$hpid" ]] && files+=(--high-out "$work/$tag.high.out" --high-err "$work/$tag.high.err" --high-rc "$hrc")
   [[ -n "$lpid" ]] && files+=(--low-out "$work/$tag.low.out" --low-err "$work/$tag.low.err" --low-rc "$lrc")
-  "$py" "$report" record "${rec[@]}" "${files[@]}" >>"$runs"
-  local timed_out=0
-  [[ "$hrc" == 124 || "$hrc" == 137 || "$lrc" == 124 || "$lrc" == 137 ]] && timed_out=1
-  ((with_lib && timed_out)) && gpuprio_timeouts=$((gpuprio_timeouts + 1))
-  say "r$round L=$low $config: high rc=${hrc:--} low rc=${lrc:--} ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$report" brief)"
+  record_run "$report" "$t0" "r$round L=$low $config: high rc=${hrc:--} low rc=${lrc:--}" "${rec[@]}" "${files[@]}"
+  count_timeout "$with_lib" "$hrc" "$lrc"
 }
 
 # --- Calibration: one native alone run on the idle GPU; its clock rate goes to every process. ---
@@ -166,31 +132,17 @@ start_proc calibrate 60 -- "$bin" --role high --low-ms 0 --releases 20 --warmup 
 finish_proc "$started_pid"
 "$py" "$report" record --group 0 --config calibrate --round 0 --mps "$mps" --gpuprio 0 \
   --high-out "$work/calibrate.out" --high-err "$work/calibrate.err" --high-rc "$finished_rc" >>"$runs"
-cycles="$(grep -o '"cycles_per_us": *[0-9.]*' "$work/calibrate.out" 2>/dev/null | head -n 1 | cut -d: -f2 | tr -d ' ')"
-if [[ -z "$cycles" || "$cycles" == 0* ]]; then
-  say "error: the calibration run failed (rc=$finished_rc): $(tail -n 3 "$work/calibrate.err")"
-  "$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
-  exit 1
-fi
-cycles_args=(--cycles-per-us "$cycles")
-say "calibrated: $cycles SM cycles per us"
+use_calibration "$finished_rc" "$report"
 
 read -r -a pair_configs <<<"${PAIR_CONFIGS:-low-alone native gpuprio}"
 ((native_only)) && pair_configs=(low-alone native)
 for ((r = 1; r <= rounds; r++)); do
   run_config "$r" 0 alone
   for low in $low_list; do
-    nc=${#pair_configs[@]}
-    for ((i = 0; i < nc; i++)); do
-      run_config "$r" "$low" "${pair_configs[$(((i + r - 1) % nc))]}"
-    done
+    rotated "$r" "${pair_configs[@]}"
+    for c in "${rotated[@]}"; do run_config "$r" "$low" "$c"; done
   done
   ((native_only)) || run_config "$r" 0 alone-gpuprio
 done
-say "all runs took $((SECONDS - start)) s"
 
-"$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
-rc=$?
-((${#gpuprio_env[@]})) && echo "gpuprio processes also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
-cat "$out/$name.txt" 2>/dev/null
-exit "$rc"
+finish_report "$report" processes

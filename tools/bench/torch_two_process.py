@@ -69,8 +69,8 @@ import threading
 import time
 import traceback
 
-from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, percentile, ratio,
-                         run_report_command, spread)
+from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, percentile,
+                         ratio, run_report_command, spread)
 
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
@@ -638,42 +638,34 @@ def read_part(path, rc, err_path):
 def make_record(a):
     threads = a.form == "threads"
     rec = {"config": a.config, "round": int(a.round), "gpuprio": bool(int(a.gpuprio)), "form": a.form}
-    if a.skip:
-        rec.update(ok=False, skipped=True, error=a.skip)
-        return rec
-    errors = []
-    for role in ("high", "low"):
+
+    def read(role):
         path = getattr(a, role + "_result")
-        if path is None:
-            continue
-        part = read_part(path, int(getattr(a, role + "_rc")), getattr(a, role + "_err"))
-        js = part["json"] or {}
-        if part["ok"]:
-            if bool(js.get("preloaded")) != rec["gpuprio"]:
-                part.update(ok=False, error="preloaded=%s in a %s run" % (js.get("preloaded"),
-                                                                          "gpuprio" if rec["gpuprio"] else "native"))
-            elif threads and js.get("form") != "threads":
-                part.update(ok=False, error="a result of the two-process form in a threads run")
-            elif threads and rec["gpuprio"] and js.get("env_priority"):
-                # Each thread sets its own priority; a process default would hide a thread that did not.
-                part.update(ok=False, error="GPUPRIO_PRIORITY=%r set for the process" % js.get("env_priority"))
-            elif threads and rec["gpuprio"] and not js.get("priority_set"):
-                part.update(ok=False, error="the thread's priority was not set (%s)" % js.get("priority_error"))
-            elif not threads and rec["gpuprio"] and js.get("env_priority") != role:
-                part.update(ok=False, error="GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role))
-            elif role == "low" and a.high_result is not None and js.get("stopped_by") not in ("peer", "stop-file"):
-                part.update(ok=False, error="the low process stopped by %r, not by the high process"
-                                            % js.get("stopped_by"))
-        if not part["ok"]:
-            errors.append("%s: %s" % (role, part.get("error", "failed")))
-        rec[role] = part
-    pids = {js_of(rec, role).get("pid") for role in ("high", "low") if js_of(rec, role)}
-    if threads and len(pids) > 1:
-        errors.append("the two jobs ran in different processes (pids %s)" % sorted(pids))
-    rec["ok"] = not errors and ("high" in rec or "low" in rec)
-    if errors:
-        rec["error"] = "; ".join(errors)
-    return rec
+        return None if path is None else read_part(path, int(getattr(a, role + "_rc")), getattr(a, role + "_err"))
+
+    def check(role, js, rec):
+        if bool(js.get("preloaded")) != rec["gpuprio"]:
+            return "preloaded=%s in a %s run" % (js.get("preloaded"), "gpuprio" if rec["gpuprio"] else "native")
+        if threads and js.get("form") != "threads":
+            return "a result of the two-process form in a threads run"
+        if threads and rec["gpuprio"] and js.get("env_priority"):
+            # Each thread sets its own priority; a process default would hide a thread that did not.
+            return "GPUPRIO_PRIORITY=%r set for the process" % js.get("env_priority")
+        if threads and rec["gpuprio"] and not js.get("priority_set"):
+            return "the thread's priority was not set (%s)" % js.get("priority_error")
+        if not threads and rec["gpuprio"] and js.get("env_priority") != role:
+            return "GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role)
+        if role == "low" and a.high_result is not None and js.get("stopped_by") not in ("peer", "stop-file"):
+            return "the low process stopped by %r, not by the high process" % js.get("stopped_by")
+        return None
+
+    def one_process(rec):
+        pids = {js_of(rec, role).get("pid") for role in ("high", "low") if js_of(rec, role)}
+        if threads and len(pids) > 1:
+            return ["the two jobs ran in different processes (pids %s)" % sorted(pids)]
+        return []
+
+    return pair_record(rec, a.skip, read, check, one_process)
 
 
 def js_of(r, role):

@@ -29,8 +29,8 @@ import argparse
 import json
 import sys
 
-from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, process_part, ratio,
-                         run_report_command, spread)
+from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, process_part,
+                         ratio, run_report_command, spread)
 
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
 # PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
@@ -46,35 +46,23 @@ LOW_TARGET = 0.90  # gpuprio low rate / (low alone x (1 - busy)) at least
 def make_record(a):
     rec = {"group_low_ms": float(a.group), "config": a.config, "round": int(a.round), "mps": bool(int(a.mps)),
            "gpuprio": bool(int(a.gpuprio))}
-    if a.skip:
-        rec.update(ok=False, skipped=True, error=a.skip)
-        return rec
-    errors = []
-    for role in ("high", "low"):
+
+    def read_part(role):
         out = getattr(a, role + "_out")
-        if out is None:
-            continue
-        part = process_part(out, getattr(a, role + "_err"), int(getattr(a, role + "_rc")))
-        js = part.get("json") or {}
+        return None if out is None else process_part(out, getattr(a, role + "_err"), int(getattr(a, role + "_rc")))
+
+    def check(role, js, rec):
         # Under gpuprio both processes must have had the library and their priority; natively neither.
-        if part["ok"]:
-            want = rec["gpuprio"] and not (a.config == "gpuprio-low" and role == "high")
-            if bool(js.get("preloaded")) != want:
-                part["ok"] = False
-                part["error"] = "preloaded=%s in a %s run" % (js.get("preloaded"), "gpuprio" if want else "native")
-            elif want and js.get("env_priority") != role:
-                part["ok"] = False
-                part["error"] = "GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role)
-        if part["ok"] and role == "low" and "high" in rec and js.get("low_stopped_by") not in ("peer", "stop-file"):
-            part["ok"] = False
-            part["error"] = "the low process stopped by %r, not by the high process" % js.get("low_stopped_by")
-        if not part["ok"]:
-            errors.append("%s: %s" % (role, part.get("error", "failed")))
-        rec[role] = part
-    rec["ok"] = not errors and ("high" in rec or "low" in rec)
-    if errors:
-        rec["error"] = "; ".join(errors)
-    return rec
+        want = rec["gpuprio"] and not (a.config == "gpuprio-low" and role == "high")
+        if bool(js.get("preloaded")) != want:
+            return "preloaded=%s in a %s run" % (js.get("preloaded"), "gpuprio" if want else "native")
+        if want and js.get("env_priority") != role:
+            return "GPUPRIO_PRIORITY=%r, expected %r" % (js.get("env_priority"), role)
+        if role == "low" and "high" in rec and js.get("low_stopped_by") not in ("peer", "stop-file"):
+            return "the low process stopped by %r, not by the high process" % js.get("low_stopped_by")
+        return None
+
+    return pair_record(rec, a.skip, read_part, check)
 
 
 # --- figures of one record ---

@@ -20,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+from bench_stats import scratch_tree, write_program
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
 results = []
 
@@ -510,30 +511,18 @@ elif cmd == "quit":
 """
 
 
-def write_exec(path, text):
-    with open(path, "w") as fh:
-        fh.write(text.replace("/usr/bin/env python3", sys.executable, 1))
-    os.chmod(path, 0o755)
-
-
 def scratch_repo(d):
-    """The scripts as they are here, .gpu/ with the stand-ins, and bin/ for PATH, in a tree of their own."""
-    root = os.path.join(d, "repo")
-    os.makedirs(os.path.join(root, "tools"))
-    shutil.copytree(HERE, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
-    os.makedirs(os.path.join(root, "tests", "gpu"))
-    shutil.copy(os.path.join(REPO, "tests", "gpu", "gpu_run_args.sh"), os.path.join(root, "tests", "gpu"))
+    """The runners' scratch tree (bench_stats.scratch_tree), with the stand-in torch and gpuprio.py
+    helper, and bin/ for PATH."""
+    root = scratch_tree(d, {"interference": INTERFERENCE})
     os.makedirs(os.path.join(root, "tools", "python"))
     write(os.path.join(root, "tools", "python"), "gpuprio.py", GPUPRIO_HELPER)
     os.makedirs(os.path.join(root, "faketorch", "torch"))
     write(os.path.join(root, "faketorch", "torch"), "__init__.py", FAKE_TORCH)
-    os.makedirs(os.path.join(root, ".gpu"))
-    write_exec(os.path.join(root, ".gpu", "interference"), INTERFERENCE)
-    open(os.path.join(root, ".gpu", "libgpuprio.so"), "w").close()
     bindir = os.path.join(root, "bin")
     os.makedirs(bindir)
-    write_exec(os.path.join(bindir, "nvidia-cuda-mps-control"), MPS_CONTROL)
-    write_exec(os.path.join(bindir, "python"), TORCH_PYTHON)
+    write_program(os.path.join(bindir, "nvidia-cuda-mps-control"), MPS_CONTROL)
+    write_program(os.path.join(bindir, "python"), TORCH_PYTHON)
     # --mps needs root: to the runner whoever runs the self-test is, unless STANDIN_UID says otherwise.
     with open(os.path.join(bindir, "id"), "w") as fh:
         fh.write('#!/bin/sh\nif [ "$1" = -u ]; then echo "${STANDIN_UID:-0}"; else exec %s "$@"; fi\n'

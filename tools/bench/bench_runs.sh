@@ -1,0 +1,108 @@
+# shellcheck shell=bash
+# The run matrix the table runners share (run_interference_bench.sh, run_two_process_bench.sh,
+# run_torch_bench.sh): rounds in rotated order, when a run is skipped, .gpu/interference's common
+# settings and calibration, and the table at the end. `source` it after tests/gpu/gpu_run_args.sh
+# (it uses say, py, work and out). Sets
+#   rounds            ROUNDS (3)
+#   gpuprio_env       BENCH_GPUPRIO_ENV as an array: more VAR=VALUE for every gpuprio run or process,
+#                     e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500"
+#   runs              $work/runs.jsonl, empty: the runner appends one record a run
+#   gpuprio_timeouts  0: gpuprio runs that timed out so far (count_timeout)
+# The functions read the runner's name (OUT/NAME.json, OUT/NAME.txt), budget (seconds) and start
+# ($SECONDS when the runs began).
+
+rounds="${ROUNDS:-3}"
+read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+runs="$work/runs.jsonl"
+: >"$runs"
+gpuprio_timeouts=0
+
+# interference_settings: the settings both runners of .gpu/interference take from the environment,
+# with the same defaults in both: warmup (WARMUP, 10), low_alone_seconds (LOW_ALONE_SECONDS, 3),
+# low_shape (LOW_SHAPE: 2 blocks of 1024 threads per SM, each with half the SM's shared memory, so
+# that no other block fits beside them) and extra (EXTRA_ARGS: more interference flags for every
+# process).
+interference_settings() {
+  warmup="${WARMUP:-10}"
+  low_alone_seconds="${LOW_ALONE_SECONDS:-3}"
+  read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 --low-fill smem}"
+  read -r -a extra <<<"${EXTRA_ARGS:-}"
+}
+
+# rotated ROUND CONFIG...: sets the array rotated to the configurations in round ROUND's order, the
+# list turned left by ROUND - 1, so that no configuration always runs at the same place in a round.
+rotated() {
+  local round="$1" i
+  shift
+  local -a all=("$@")
+  rotated=()
+  for ((i = 0; i < ${#all[@]}; i++)); do rotated+=("${all[(i + round - 1) % ${#all[@]}]}"); done
+}
+
+# run_skip WITH_LIB BUDGET_NAME: sets skip to why the next run is not made ("" when it is made). Once
+# gpuprio runs have timed out twice the gpuprio ones are skipped, and once the runs have taken
+# $budget seconds (BUDGET_NAME says which variable set it) every one is, so that neither a hanging
+# mode nor slow runs push the script past one device call.
+run_skip() {
+  skip=""
+  (($1 && gpuprio_timeouts >= 2)) && skip="skipped: gpuprio runs timed out twice"
+  ((SECONDS - start > budget)) && skip="skipped: the runs took over $2=${budget}s"
+  return 0
+}
+
+# count_timeout WITH_LIB RC...: a gpuprio run one of whose processes timed out (timeout's 124, or 137
+# after its KILL) counts towards run_skip's two.
+count_timeout() {
+  (($1)) || return 0
+  shift
+  local rc
+  for rc in "$@"; do
+    if [[ "$rc" == 124 || "$rc" == 137 ]]; then
+      gpuprio_timeouts=$((gpuprio_timeouts + 1))
+      return 0
+    fi
+  done
+  return 0
+}
+
+# record_run REPORT T0 WHAT ARGS...: REPORT's record of the run just made (REPORT record ARGS),
+# appended to runs.jsonl, and the progress line "WHAT (N s) FIGURES": N seconds since T0 ($SECONDS
+# when the run began), the figures REPORT's brief of the record.
+record_run() {
+  local report="$1" t0="$2" what="$3"
+  shift 3
+  "$py" "$report" record "$@" >>"$runs"
+  say "$what ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$report" brief)"
+}
+
+# use_calibration RC REPORT: the SM clock rate the calibration run (one native alone run on the idle
+# GPU, exit code RC) printed in $work/calibrate.out, as cycles_args for every later process: one
+# calibrating beside a busy GPU would get its kernels' lengths wrong. Without a rate, REPORT's table
+# of what ran (the calibration's record says why) and exit 1.
+use_calibration() {
+  local cycles
+  cycles="$(grep -o '"cycles_per_us": *[0-9.]*' "$work/calibrate.out" 2>/dev/null | head -n 1 | cut -d: -f2 | tr -d ' ')"
+  if [[ -z "$cycles" || "$cycles" == 0* ]]; then
+    say "error: the calibration run failed (rc=$1): $(tail -n 3 "$work/calibrate.err")"
+    "$py" "$2" report "$runs" "$out/$name.json" "$out/$name.txt"
+    exit 1
+  fi
+  cycles_args=(--cycles-per-us "$cycles")
+  say "calibrated: $cycles SM cycles per us"
+}
+
+# finish_report REPORT WHO [LINE...]: says how long the runs took, writes REPORT's table of the runs
+# (OUT/NAME.json, OUT/NAME.txt) with a line naming the BENCH_GPUPRIO_ENV settings ("gpuprio WHO also
+# had: ...") and each LINE after it, prints the table and exits with REPORT's status (0 when every
+# native run succeeded).
+finish_report() {
+  local report="$1" who="$2" rc line
+  shift 2
+  say "all runs took $((SECONDS - start)) s"
+  "$py" "$report" report "$runs" "$out/$name.json" "$out/$name.txt"
+  rc=$?
+  ((${#gpuprio_env[@]})) && echo "gpuprio $who also had: ${gpuprio_env[*]}" >>"$out/$name.txt"
+  for line in "$@"; do echo "$line" >>"$out/$name.txt"; done
+  cat "$out/$name.txt" 2>/dev/null
+  exit "$rc"
+}
