@@ -117,24 +117,20 @@ std::pair<void**, void**> RebuildParams(Op& op, LaunchRecord& rec) {
   return {nullptr, extra};
 }
 
-template <ApiId kId, typename Real>
-CUresult IssueLaunch(Op& op) {
+// cuLaunchKernel and cuLaunchCooperativeKernel (`kWithExtra` false: it has no `extra` array).
+template <ApiId kId, typename Real, bool kWithExtra>
+CUresult IssueGridLaunch(Op& op) {
   LaunchRecord& rec = RecordOf(op);
   auto [params, extra] = RebuildParams(op, rec);
   const auto real = reinterpret_cast<Real>(RealEntry(kId));
   DriverCallScope in_driver;
-  return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
-              rec.block[2], rec.shared, op.IssueStream(rec.stream), params, extra);
-}
-
-template <ApiId kId, typename Real>
-CUresult IssueCooperative(Op& op) {
-  LaunchRecord& rec = RecordOf(op);
-  auto [params, extra] = RebuildParams(op, rec);
-  const auto real = reinterpret_cast<Real>(RealEntry(kId));
-  DriverCallScope in_driver;
-  return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
-              rec.block[2], rec.shared, op.IssueStream(rec.stream), params);
+  if constexpr (kWithExtra) {
+    return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
+                rec.block[2], rec.shared, op.IssueStream(rec.stream), params, extra);
+  } else {
+    return real(rec.function, rec.grid[0], rec.grid[1], rec.grid[2], rec.block[0], rec.block[1],
+                rec.block[2], rec.shared, op.IssueStream(rec.stream), params);
+  }
 }
 
 template <ApiId kId, typename Real>
@@ -231,8 +227,8 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
     const unsigned int grid[3] = {gx, gy, gz};                                              \
     const unsigned int block[3] = {bx, by, bz};                                             \
     return ScheduleLaunch<ApiId::k_##symbol>(                                               \
-        &IssueLaunch<ApiId::k_##symbol, pfn>, f, grid, block, shared, stream, params, extra, \
-        nullptr,                                                                            \
+        &IssueGridLaunch<ApiId::k_##symbol, pfn, true>, f, grid, block, shared, stream,     \
+        params, extra, nullptr,                                                             \
         [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });    \
   }
 GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
@@ -247,7 +243,7 @@ GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_
     const unsigned int grid[3] = {gx, gy, gz};                                              \
     const unsigned int block[3] = {bx, by, bz};                                             \
     return ScheduleLaunch<ApiId::k_##symbol>(                                               \
-        &IssueCooperative<ApiId::k_##symbol, pfn>, f, grid, block, shared, stream, params,  \
+        &IssueGridLaunch<ApiId::k_##symbol, pfn, false>, f, grid, block, shared, stream, params,  \
         nullptr, nullptr,                                                                   \
         [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params); });           \
   }

@@ -190,40 +190,25 @@ struct AfterUnload {
   }
 };
 
-#define GPUPRIO_INTERCEPT_AS(symbol, api_class, handler) \
+// Row `symbol` of class `api_class` is handled by `Handler<its ApiId>`; _PTSZ: and its
+// per-thread-stream twin row.
+#define GPUPRIO_INTERCEPT_AS(symbol, api_class, Handler) \
   template <>                                            \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::api_class> : handler {};
+  struct Interceptor<ApiId::k_##symbol, ApiClass::api_class> : Handler<ApiId::k_##symbol> {};
+#define GPUPRIO_INTERCEPT_AS_PTSZ(symbol, api_class, Handler) \
+  GPUPRIO_INTERCEPT_AS(symbol, api_class, Handler)            \
+  GPUPRIO_INTERCEPT_AS(symbol##_ptsz, api_class, Handler)
 
-GPUPRIO_INTERCEPT_AS(cuEventRecord, kOrdered, EventRecordInterceptor<ApiId::k_cuEventRecord>)
-GPUPRIO_INTERCEPT_AS(cuEventRecord_ptsz, kOrdered,
-                     EventRecordInterceptor<ApiId::k_cuEventRecord_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuEventRecordWithFlags, kOrdered,
-                     EventRecordInterceptor<ApiId::k_cuEventRecordWithFlags>)
-GPUPRIO_INTERCEPT_AS(cuEventRecordWithFlags_ptsz, kOrdered,
-                     EventRecordInterceptor<ApiId::k_cuEventRecordWithFlags_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuStreamWaitEvent, kOrdered,
-                     StreamWaitEventInterceptor<ApiId::k_cuStreamWaitEvent>)
-GPUPRIO_INTERCEPT_AS(cuStreamWaitEvent_ptsz, kOrdered,
-                     StreamWaitEventInterceptor<ApiId::k_cuStreamWaitEvent_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyHtoDAsync_v2, kOrdered,
-                     HostCopyInterceptor<ApiId::k_cuMemcpyHtoDAsync_v2>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyHtoDAsync_v2_ptsz, kOrdered,
-                     HostCopyInterceptor<ApiId::k_cuMemcpyHtoDAsync_v2_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyDtoHAsync_v2, kOrdered,
-                     HostCopyInterceptor<ApiId::k_cuMemcpyDtoHAsync_v2>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyDtoHAsync_v2_ptsz, kOrdered,
-                     HostCopyInterceptor<ApiId::k_cuMemcpyDtoHAsync_v2_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyAsync, kOrdered, HostCopyInterceptor<ApiId::k_cuMemcpyAsync>)
-GPUPRIO_INTERCEPT_AS(cuMemcpyAsync_ptsz, kOrdered,
-                     HostCopyInterceptor<ApiId::k_cuMemcpyAsync_ptsz>)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuEventRecord, kOrdered, EventRecordInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuEventRecordWithFlags, kOrdered, EventRecordInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamWaitEvent, kOrdered, StreamWaitEventInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyHtoDAsync_v2, kOrdered, HostCopyInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyDtoHAsync_v2, kOrdered, HostCopyInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyAsync, kOrdered, HostCopyInterceptor)
 
-GPUPRIO_INTERCEPT_AS(cuStreamQuery, kSync, StreamQueryInterceptor<ApiId::k_cuStreamQuery>)
-GPUPRIO_INTERCEPT_AS(cuStreamQuery_ptsz, kSync,
-                     StreamQueryInterceptor<ApiId::k_cuStreamQuery_ptsz>)
-GPUPRIO_INTERCEPT_AS(cuCtxSynchronize, kSync,
-                     ContextSynchronizeInterceptor<ApiId::k_cuCtxSynchronize>)
-GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync,
-                     ContextSynchronizeInterceptor<ApiId::k_cuCtxSynchronize_v2>)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamQuery, kSync, StreamQueryInterceptor)
+GPUPRIO_INTERCEPT_AS(cuCtxSynchronize, kSync, ContextSynchronizeInterceptor)
+GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync, ContextSynchronizeInterceptor)
 
 #define GPUPRIO_SYNC_THEN(symbol, after)                                              \
   template <>                                                                         \
@@ -236,12 +221,9 @@ GPUPRIO_SYNC_THEN(cuModuleUnload, AfterUnload)
 GPUPRIO_SYNC_THEN(cuLibraryUnload, AfterUnload)
 #undef GPUPRIO_SYNC_THEN
 
-GPUPRIO_INTERCEPT_AS(cuStreamDestroy_v2, kSync,
-                     StreamDestroyInterceptor<ApiId::k_cuStreamDestroy_v2>)
-GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2, kSync,
-                     CaptureBeginInterceptor<ApiId::k_cuStreamBeginCapture_v2>)
-GPUPRIO_INTERCEPT_AS(cuStreamBeginCapture_v2_ptsz, kSync,
-                     CaptureBeginInterceptor<ApiId::k_cuStreamBeginCapture_v2_ptsz>)
+GPUPRIO_INTERCEPT_AS(cuStreamDestroy_v2, kSync, StreamDestroyInterceptor)
+GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamBeginCapture_v2, kSync, CaptureBeginInterceptor)
+#undef GPUPRIO_INTERCEPT_AS_PTSZ
 #undef GPUPRIO_INTERCEPT_AS
 
 }  // namespace gpuprio::hook

@@ -89,14 +89,19 @@ def run_bench(root, out, plan, env=None):
     return p
 
 
-def main_plan(root, d):
-    out = os.path.join(d, "out_main")
-    p = run_bench(root, out, "main", {"MAX_SECONDS": "1", "MAX_SECONDS_LONG": "1", "TAIL_S": "1",
-                                      "LOW_MS": "0.2 100"})
-    check("main: exit 0 with every native run ok", p.returncode == 0, p.stdout[-3000:] + p.stderr)
+def run_main(root, out, label, env):
+    """Runs the main plan into `out`, checks its exit status; returns its table and rows by (L, config)."""
+    p = run_bench(root, out, "main", env)
+    check("%s: exit 0 with every native run ok" % label, p.returncode == 0, p.stdout[-3000:] + p.stderr)
     rep = json.load(open(os.path.join(out, "interference.json")))
     txt = open(os.path.join(out, "interference.txt")).read()
-    rows = {(r["low_ms"], r["config"]): r for r in rep["rows"]}
+    return txt, {(r["low_ms"], r["config"]): r for r in rep["rows"]}
+
+
+def main_plan(root, d):
+    out = os.path.join(d, "out_main")
+    txt, rows = run_main(root, out, "main", {"MAX_SECONDS": "1", "MAX_SECONDS_LONG": "1", "TAIL_S": "1",
+                                             "LOW_MS": "0.2 100"})
     act = rows.get((0.2, "gpuprio-active"), {})
     check("main: every configuration of the plan has a row", all((0.2, c) in rows for c in
           ("low-alone", "none", "stream", "gpuprio-off", "gpuprio-active", "gpuprio-always")) and
@@ -122,12 +127,9 @@ def main_plan(root, d):
 
 
 def chosen_configs(root, d):
-    out = os.path.join(d, "out_configs")
-    p = run_bench(root, out, "main", {"MAX_SECONDS": "1", "TAIL_S": "1", "LOW_MS": "2",
-                                      "CONFIGS": "low-alone low-alone-gpuprio gpuprio-active"})
-    check("configs: exit 0", p.returncode == 0, p.stdout[-2000:] + p.stderr)
-    rep = json.load(open(os.path.join(out, "interference.json")))
-    rows = {(r["low_ms"], r["config"]): r for r in rep["rows"]}
+    _, rows = run_main(root, os.path.join(d, "out_configs"), "configs",
+                       {"MAX_SECONDS": "1", "TAIL_S": "1", "LOW_MS": "2",
+                        "CONFIGS": "low-alone low-alone-gpuprio gpuprio-active"})
     check("configs: only the configurations asked for", sorted(c for (l, c) in rows if l == 2.0) ==
           ["gpuprio-active", "low-alone", "low-alone-gpuprio"], sorted(map(str, rows)))
     lg = rows[(2.0, "low-alone-gpuprio")]
