@@ -1,4 +1,5 @@
-"""gpuprio_cc_library: a library of the product (hook, cupti_tracer, scheduler, scheduler/base)."""
+"""gpuprio_cc_library: a library of the product (hook, cupti_tracer, scheduler, scheduler/base,
+scheduler/coordinator); gpuprio_package_sources: the source files of such a package."""
 
 def gpuprio_cc_library(name, copts = [], **kwargs):
     """A cc_library with the settings every part of libgpuprio.so shares.
@@ -12,4 +13,17 @@ def gpuprio_cc_library(name, copts = [], **kwargs):
         linkstatic = True,
         copts = ["-fvisibility=hidden"] + copts,
         **kwargs
+    )
+
+def gpuprio_package_sources():
+    """`:sources`, every source file of the package, for //tests:architecture_files_test (each must
+    be named in docs/architecture.md's file tables)."""
+    native.filegroup(
+        name = "sources",
+        srcs = native.glob([
+            "**/*.cc",
+            "**/*.def",
+            "**/*.h",
+        ]),
+        visibility = ["//tests:__pkg__"],
     )

@@ -2,11 +2,10 @@
 // cupti_tracer/ and scheduler/ (base/ and coordinator/ included) is named in its package's table,
 // and every name in the tables is a file that exists.
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -20,13 +19,9 @@
 namespace {
 
 std::string ReadRunfile(const std::string& path) {
-  auto full = gpuprio_test::Runfile(path);
-  REQUIRE(full.ok());
-  std::ifstream in(*full);
-  REQUIRE(in.good());
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = gpuprio_test::RunfileText(path);
+  REQUIRE(text.ok());
+  return *std::move(text);
 }
 
 // One name written in a table's first column, as the page wrote it, and the package whose table

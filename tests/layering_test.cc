@@ -1,11 +1,10 @@
 // The dependency statement of docs/architecture.md ("Layers") is the truth: every dependency a
 // BUILD.bazel of the product declares on another package of the product is listed there, and
 // every listed one is declared by some BUILD file.
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -21,13 +20,9 @@ const std::vector<std::string> kPackages = {"hook", "cupti_tracer", "scheduler",
                                             "scheduler/coordinator"};
 
 std::string ReadRunfile(const std::string& path) {
-  auto full = gpuprio_test::Runfile(path);
-  REQUIRE(full.ok());
-  std::ifstream in(*full);
-  REQUIRE(in.good());
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = gpuprio_test::RunfileText(path);
+  REQUIRE(text.ok());
+  return *std::move(text);
 }
 
 // "//pkg:target" or "//pkg" -> {pkg, target}; the target of "//pkg" is the package's last part.

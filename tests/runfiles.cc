@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +30,16 @@ absl::StatusOr<std::string> Runfile(absl::string_view path) {
     if (stat(full.c_str(), &st) == 0) return full;
   }
   return absl::NotFoundError(absl::StrCat("runfile not found: ", path));
+}
+
+absl::StatusOr<std::string> RunfileText(absl::string_view path) {
+  absl::StatusOr<std::string> full = Runfile(path);
+  if (!full.ok()) return full.status();
+  std::ifstream in(*full);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad() || !in.is_open()) return absl::UnavailableError(absl::StrCat("cannot read ", *full));
+  return text.str();
 }
 
 std::string Dirname(absl::string_view path) {

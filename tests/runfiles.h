@@ -1,4 +1,4 @@
-// Test helpers: the absolute path of a runfile, and running a subprocess with extra environment
+// Test helpers: the absolute path of a runfile and its text, and running a subprocess with extra environment
 // while capturing its exit code, stdout and stderr (used to run fake clients under LD_PRELOAD).
 #ifndef GPUPRIO_TESTS_RUNFILES_H_
 #define GPUPRIO_TESTS_RUNFILES_H_
@@ -15,6 +15,9 @@ namespace gpuprio_test {
 // Absolute path of `path` (relative to the workspace root, e.g. "tests/fake_cuda/libcuda.so.1")
 // in the test's runfiles (TEST_SRCDIR or RUNFILES_DIR, workspace "gpuprio"). NotFound if absent.
 absl::StatusOr<std::string> Runfile(absl::string_view path);
+
+// The whole content of the runfile `path`: NotFound if absent, an error if it cannot be read.
+absl::StatusOr<std::string> RunfileText(absl::string_view path);
 
 // The directory part of a path ("a/b/c" -> "a/b").
 std::string Dirname(absl::string_view path);

@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -27,12 +28,9 @@ std::string VersionFile() {
 }
 
 std::string ChangelogFile() {
-  auto path = gpuprio_test::Runfile("CHANGELOG.md");
-  REQUIRE(path.ok());
-  std::ifstream in(*path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = gpuprio_test::RunfileText("CHANGELOG.md");
+  REQUIRE(text.ok());
+  return *std::move(text);
 }
 
 // MAJOR.MINOR.PATCH of a version ("0.10.0-rc1" -> {0, 10, 0}); false if it has none.

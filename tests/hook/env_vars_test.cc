@@ -2,10 +2,8 @@
 // the closest-name warnings, and the secure-execution rule.
 #include "scheduler/base/env_vars.h"
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,14 +20,11 @@ namespace {
 
 // Names in the first column of the user guide's variable tables (header "| variable | values").
 std::set<std::string> DocumentedVariables() {
-  auto path = gpuprio_test::Runfile("docs/user_guide.md");
-  REQUIRE(path.ok());
-  std::ifstream file(*path);
-  std::stringstream text;
-  text << file.rdbuf();
+  absl::StatusOr<std::string> text = gpuprio_test::RunfileText("docs/user_guide.md");
+  REQUIRE(text.ok());
   std::set<std::string> names;
   bool in_table = false;
-  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     if (absl::StartsWith(line, "| variable | values")) {
       in_table = true;
       continue;
