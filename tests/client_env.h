@@ -28,10 +28,6 @@ std::string TestDomain();
 // Every key=value token of `text` whose value is an integer.
 std::map<std::string, long> IntValues(const std::string& text);
 
-// The coordination domain of this test process's clients: "test-<pid>-<random>", fixed for
-// the process.
-std::string TestDomain();
-
 // Every key=value token of `text`, the value up to the next space.
 std::map<std::string, std::string> StringValues(const std::string& text);
 

@@ -11,6 +11,8 @@
 //      on the whole GPU; a synchronize of the stream returned after its last kernel ran.
 //   With EXPECTED_CONFINED_SMS 0 (a driver without green contexts), nothing is confined and the
 //   rest holds as well.
+//   A high-priority thread keeps its level active through steps 2 and 3 (HighActivity), and a
+//   watchdog ends a pause of the device that a blocked call would make endless (DevicePause).
 //   3. A confined stream keeps a bounded queue on its twin: with the device paused, of four
 //      20 ms kernels (the first one measured) the dispatcher issues one and holds the rest, so
 //      the stream's return to the whole GPU waits for one long kernel, not four; all run confined.
@@ -18,16 +20,20 @@
 //      the whole GPU again, still in order after the confined ones.
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "tests/scheduler/append_log.h"
 #include "tests/scheduler/client_support.h"
 
@@ -62,6 +68,73 @@ Ran RanSince(uint64_t from, const char* kernel) {
   }
   return r;
 }
+
+// Keeps a more important level active while it lives: a high-priority thread sets a word on its
+// stream every 50 ms (a memset, so the steps' kernel and launch counts are not touched). A step
+// that expects its work confined must not outlast the activity window (0.5 s) since the last
+// high op, as it can in a sanitizer build on a loaded machine: its work would then run on the
+// whole GPU under the budget, and be held for good while the device is paused.
+class HighActivity {
+ public:
+  HighActivity(CUcontext ctx, CUstream stream)
+      : thread_([this, ctx, stream] {
+          CheckCu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent (high activity)");
+          SetThreadPriority(1);
+          const CUdeviceptr word = sched_client::Alloc(sizeof(uint32_t));
+          absl::MutexLock lock(&mu_);
+          do {
+            CheckCu(cuMemsetD32Async(word, 1, 1, stream), "high memset");
+          } while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(50)));
+        }) {}
+  ~HighActivity() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it starts once the members it uses exist
+};
+
+// Pauses device 0 until Resume, or for at most 5 s: a call that blocks while the device is paused
+// (waiting for work a paused device never completes) then fails the check instead of hanging it.
+class DevicePause {
+ public:
+  DevicePause()
+      : watchdog_([this] {
+          absl::MutexLock lock(&mu_);
+          if (!mu_.AwaitWithTimeout(absl::Condition(&resumed_), absl::Seconds(5))) {
+            expired_.store(true);
+            fakecuda_set_device_paused(0, 0);
+          }
+        }) {
+    fakecuda_set_device_paused(0, 1);
+  }
+  ~DevicePause() { Resume(); }
+
+  // Resumes the device; false if the watchdog had to.
+  bool Resume() {
+    if (watchdog_.joinable()) {
+      {
+        absl::MutexLock lock(&mu_);
+        resumed_ = true;
+      }
+      watchdog_.join();
+      fakecuda_set_device_paused(0, 0);
+    }
+    return !expired_.load();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> expired_{false};
+  std::thread watchdog_;  // last: it starts once the members it uses exist
+};
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -119,6 +192,9 @@ int Run(int expected_sms) {
   // 2. A more important level is active.
   run_high();
   uint64_t sync_returned_ns = 0;
+  bool resumed_in_time = true;
+  std::optional<HighActivity> high_activity;
+  high_activity.emplace(driver.ctx, high_stream);
   std::thread low([&] {
     CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (low)");
     SetThreadPriority(-1);
@@ -126,26 +202,35 @@ int Run(int expected_sms) {
     CUdeviceptr scratch = sched_client::Alloc(host.size() * sizeof(uint32_t));
     // Paused, the device only queues: the order it then runs the work in is what the streams and
     // their links allow, not the order of arrival. (Not without a partition: budgeted work waits
-    // for completions, and the inline copy for that work's issue.)
-    const bool pause = expected_sms != 0;
-    if (pause) fakecuda_set_device_paused(0, 1);
+    // for completions.) Not across the inline copy either: it waits until the stream's earlier
+    // work is issued, and the twin's queue bound may hold some of it until work completes (how
+    // much depends on the appends' measured durations, which a loaded machine inflates).
+    std::optional<DevicePause> paused;
+    if (expected_sms != 0) paused.emplace();
     for (int i = 0; i < 30; ++i) {
       append_on(0, low_stream);
       if (i % 5 == 0) append_on(1, nullptr);  // the legacy NULL stream
       if (i == 12) {
+        if (paused) resumed_in_time &= paused->Resume();
         CheckCu(cuMemcpyHtoDAsync(scratch, host.data(), host.size() * sizeof(uint32_t),
                                   low_stream),
                 "pageable copy");
+        if (paused) {
+          paused.reset();
+          paused.emplace();
+        }
       }
     }
-    if (pause) {
+    if (paused) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the dispatcher issues it all
-      fakecuda_set_device_paused(0, 0);
+      resumed_in_time &= paused->Resume();
     }
     CheckCu(cuStreamSynchronize(low_stream), "low sync");
     sync_returned_ns = MonotonicNs();
   });
   low.join();
+  high_activity.reset();
+  Check(resumed_in_time, "no call of the low thread blocked while the device was paused");
   const Ran confined = RanSince(after_alone, "append_u32");
   const Ran high_ran = RanSince(after_alone, "sleep_ns");
   Check(high_ran.total == 1 && high_ran.green == 0, "the high kernel ran on the whole GPU");
@@ -166,6 +251,7 @@ int Run(int expected_sms) {
   if (expected_sms != 0) {
     const uint64_t before_long = fakecuda_exec_count();
     run_high();
+    high_activity.emplace(driver.ctx, high_stream);
     uint64_t launches_while_paused = 0;
     // A kernel of its own: the estimate is per function, and sleep_ns is known as short.
     CUfunction long_kernel = sched_client::Function(driver.module, "empty");
@@ -179,15 +265,17 @@ int Run(int expected_sms) {
       };
       launch();  // measured: its duration is known from here on
       CheckCu(cuStreamSynchronize(low_stream), "long sync");
-      fakecuda_set_device_paused(0, 1);
+      DevicePause paused;
       const uint64_t reached = fakecuda_count_calls("cuLaunchKernel");
       for (int i = 0; i < 4; ++i) launch();
       std::this_thread::sleep_for(std::chrono::milliseconds(60));
       launches_while_paused = fakecuda_count_calls("cuLaunchKernel") - reached;
-      fakecuda_set_device_paused(0, 0);
+      resumed_in_time = paused.Resume();
       CheckCu(cuStreamSynchronize(low_stream), "deep sync");
     });
     deep.join();
+    high_activity.reset();
+    Check(resumed_in_time, "no launch blocked while the device was paused");
     const Ran long_ran = RanSince(before_long, "empty");
     Check(launches_while_paused == 1,
           ("one long kernel queued on the twin at a time (issued while paused: " +
