@@ -128,9 +128,17 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // the level after it lists (all seq_cst), so one of the two sees the other.
     coordinator_->NoteSubmit(priority, now_ns);
     direct_in_progress_.fetch_sub(1, std::memory_order_seq_cst);
-    // Other processes wait on this work: a parked dispatcher must adopt it and watch for its end
-    // (once per listing, not per op).
-    if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst)) Wake();
+    // A parked dispatcher adopts the work and watches for its end (once per listing, not per
+    // op) at once only where that matters: in a long park (the level would stay published for
+    // up to a second), or when another process holds work back, perhaps for this level. Else
+    // the dispatcher's next poll (options.peer_idle_poll_ns) adopts it: a wake-up per chain of
+    // a server's kernels, and the completion polls after it, compete with the server's own
+    // launches for the driver. Lists, then reads long_park_; ParkIdle sets long_park_, then
+    // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
+    if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst) &&
+        (long_park_.load(std::memory_order_seq_cst) || coordinator_->AnyPeerHeld())) {
+      Wake();
+    }
   }
 }
 
@@ -233,11 +241,13 @@ void Dispatcher::Run() {
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
-    const int64_t now = SteadyNowNs();
-    if (idle_since < 0) idle_since = now;
-    if (now - idle_since < static_cast<int64_t>(options_.spin_before_park_ns)) {
-      CpuRelax();
-      continue;
+    if (idle_since < 0) {
+      // Spin a little for new work before parking, watching the inbox alone: a full round per
+      // spin would query completion events in a tight loop, driver calls that compete with the
+      // client threads' own launches (a server's chain of kernels, issued on the fast path).
+      idle_since = SteadyNowNs();
+      SpinForWork(options_.spin_before_park_ns);
+      continue;  // one more round (new work, direct work, completions) before parking
     }
     // Park. Work in flight gets completion marks first so its end is observed on wake-up. No
     // driver call while parked: completions are polled when work arrives (before anything is
@@ -318,8 +328,19 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
     return;
   }
   // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
-  // while work of this process is still in flight).
-  Park(absl::Seconds(1), /*wake_for_released_streams=*/true);
+  // while work of this process is still in flight). Work a client issues directly meanwhile
+  // ends this park (NoteDirect; the shorter ones above adopt it when they end).
+  long_park_.store(true, std::memory_order_seq_cst);
+  Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
+  long_park_.store(false, std::memory_order_seq_cst);
+}
+
+void Dispatcher::SpinForWork(uint64_t duration_ns) {
+  const int64_t start = SteadyNowNs();
+  while (inbox_.Empty() && !stop_.load(std::memory_order_relaxed) &&
+         SteadyNowNs() - start < static_cast<int64_t>(duration_ns)) {
+    CpuRelax();
+  }
 }
 
 int Dispatcher::HighestLocalActive() const {
@@ -363,7 +384,8 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   coordinator_->SetHeld(held, now_ns);
 }
 
-void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams) {
+void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
+                      bool wake_for_direct_work) {
   parked_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
@@ -373,7 +395,8 @@ void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams) {
     const absl::Time deadline = absl::Now() + timeout;
     while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
            !wake_requested_.load(std::memory_order_seq_cst) &&
-           !(wake_for_released_streams && has_released_.load(std::memory_order_acquire))) {
+           !(wake_for_released_streams && has_released_.load(std::memory_order_acquire)) &&
+           !(wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr)) {
       if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
     }
   }

@@ -175,9 +175,12 @@ class Dispatcher {
   // Held back by the policy: a short spin, then sleeps of growing length (up to
   // options.max_held_sleep_ns) that new work cuts short.
   void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
-  // Sleeps until new work or a stop request arrives (or, if asked, a released stream), or
-  // `timeout` passes.
-  void Park(absl::Duration timeout, bool wake_for_released_streams);
+  // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
+  // client issued directly), or `timeout` passes.
+  void Park(absl::Duration timeout, bool wake_for_released_streams,
+            bool wake_for_direct_work = false);
+  // Spins until work is queued or `duration_ns` passes, making no driver call.
+  void SpinForWork(uint64_t duration_ns);
   // An op leaves the dispatcher, counted as issued (issued, or abandoned at a bounded exit).
   void CountIssued(Op* op);
   void AbandonPending();
@@ -252,6 +255,8 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
+  // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
+  std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
   std::atomic<int> legacy_away_{0};
   std::atomic<int> blocking_away_{0};

@@ -171,6 +171,17 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) c
   return state;
 }
 
+bool GpuCoordinator::AnyPeerHeld() const {
+  for (uint64_t mask = peer_mask_.load(std::memory_order_relaxed); mask != 0; mask &= mask - 1) {
+    const ProcessSlot& slot = segment_->slot(static_cast<uint32_t>(__builtin_ctzll(mask)));
+    if (SlotWordState(slot.state_word.load(std::memory_order_acquire)) == kSlotLive &&
+        slot.held.load(std::memory_order_relaxed) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool GpuCoordinator::PeersAllowDirect(int priority, uint64_t window_ns, int floor) const {
   // The common case for the most important process: nothing anywhere above it, one load.
   if (priority >= segment_->header().priority_high_water.load(std::memory_order_relaxed)) {

@@ -51,6 +51,9 @@ class GpuCoordinator {
   void CountDirect() { slot_->ops_direct.fetch_add(1, std::memory_order_relaxed); }
   // Whether any other process is attached (refreshed by Maintain).
   bool PeersPresent() const { return peer_mask_.load(std::memory_order_relaxed) != 0; }
+  // Whether another process's dispatcher holds work back (a load per attached process; a slot
+  // whose heartbeat went stale still counts).
+  bool AnyPeerHeld() const;
 
   // --- Dispatcher thread. ---
   // The other processes' levels (skipping slots whose heartbeat is stale: a stopped or wedged

@@ -33,6 +33,9 @@
 #                       gpuprio) and gpuprio-active, 3 rounds                       [~3 min, cap 3.5]
 #   iso_mps_active      two processes under MPS, L 2/20 ms, 400 releases, low-alone and gpuprio
 #                       (isolation active), 3 rounds                                [~2 min, cap 2.5]
+#   iso_mps_ab          iso_mps_active's pair, 5 rounds, the library against a second build of it
+#                       (LIB_B, default .gpu/libgpuprio_b.so) and against gpuprio-low, interleaved
+#                                                                                   [~5 min, cap 5.5]
 #   iso_torch           PyTorch ResNet-18 at 20 requests/s beside ResNet-50 batch 1024 inference,
 #                       two processes under MPS (isolation across processes needs it), isolation
 #                       active, 3 rounds (run_torch_bench.sh --mps; root)          [~5 min, cap 7.5]
@@ -84,6 +87,9 @@ for step in "$@"; do
                   bash tools/bench/run_interference_bench.sh "$dir" ;;
     iso_mps_active) LOW_MS="2 20" RELEASES=400 PAIR_CONFIGS="low-alone gpuprio" BENCH_BUDGET=110 \
                       BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
+    iso_mps_ab) LOW_MS="2 20" RELEASES=400 ROUNDS=5 LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
+                  PAIR_CONFIGS="low-alone gpuprio gpuprio-b gpuprio-low" BENCH_BUDGET=330 \
+                  BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     iso_torch) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                  bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     iso_torch_threads) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \

@@ -32,6 +32,7 @@ using gpuprio::scheduler::SchedulerOptions;
 using gpuprio::scheduler::StreamState;
 
 using gpuprio_test::g_elapsed_ms;
+using gpuprio_test::g_event_records;
 using gpuprio_test::g_events_live;
 using gpuprio_test::g_gpu_progresses;
 using gpuprio_test::ScriptedDriver;
@@ -188,6 +189,73 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   options.peer_budget_ns = 5'000'000;
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
   high.reset();
+  shm_unlink(name.c_str());
+}
+
+// Whether g_event_records exceeds `records` within `timeout_ms`.
+bool RecordedWithin(int records, int timeout_ms) {
+  for (int i = 0; i < timeout_ms; ++i) {
+    if (g_event_records.load() > records) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return g_event_records.load() > records;
+}
+
+TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a held process",
+          "[dispatcher][coordinator]") {
+  // A server's ops issued on the fast path, beside another process that holds nothing back
+  // (under MPS its work runs confined): waking the dispatcher for each chain, to mark the work
+  // and poll its end, only competes with the server's launches for the driver. The dispatcher
+  // adopts a listing (one event record: its completion mark) when woken, or when its poll ends.
+  static constexpr uint8_t kUuid[16] = {'w', 'a', 'k', 'e'};
+  gpuprio::coordinator::SegmentOptions segment;
+  segment.domain = absl::StrCat("wake-", getpid(), "-", absl::Hex(std::random_device()()));
+  const std::string name = gpuprio::coordinator::SegmentName(segment.domain, geteuid(), -1, kUuid);
+  auto high = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, 1);
+  auto low = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, -1);
+  REQUIRE(high.ok());
+  REQUIRE(low.ok());
+  gpuprio::coordinator::GpuCoordinator* peer = low->get();
+  g_gpu_progresses = false;  // the marks never complete: the level stays active
+  SchedulerOptions options = Options();
+  options.coordinate = true;
+  options.peer_idle_poll_ns = 2'000'000'000;  // the poll never ends within the test
+  PriorityLevels levels;
+  auto d = std::make_unique<Dispatcher>(0, ScriptedDriver(), options, &levels, nullptr,
+                                        *std::move(high));
+  StreamState s, t;
+  AttachStream(*d, s);
+  AttachStream(*d, t);
+  t.stream = reinterpret_cast<CUstream>(0x3000);
+  auto issue_direct = [&](StreamState& stream) {
+    d->PublishDirect(1);
+    d->NoteDirect(&stream, 1, gpuprio::base::SteadyNowNs());
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // parked: nothing active
+
+  // From the long park (nothing of this process active): woken at once.
+  int records = g_event_records.load();
+  issue_direct(s);
+  CHECK(RecordedWithin(records, 500));
+
+  // Now parked on the (here endless) poll of that work; the peer holds nothing: not woken.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  records = g_event_records.load();
+  issue_direct(s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(g_event_records.load() == records);
+
+  // The peer holds work back, perhaps for this level: woken at once.
+  peer->SetHeld(true, gpuprio::base::SteadyNowNs());
+  records = g_event_records.load();
+  issue_direct(t);
+  CHECK(RecordedWithin(records, 500));
+
+  peer->SetHeld(false, gpuprio::base::SteadyNowNs());
+  g_gpu_progresses = true;
+  d->Stop(/*bounded=*/true);
+  d.reset();
+  low->reset();
   shm_unlink(name.c_str());
 }
 

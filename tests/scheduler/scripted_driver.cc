@@ -7,6 +7,7 @@ namespace gpuprio_test {
 std::atomic<bool> g_gpu_progresses{true};
 std::atomic<int> g_events_live{0};
 std::atomic<float> g_elapsed_ms{1.0f};
+std::atomic<int> g_event_records{0};
 
 namespace {
 
@@ -35,7 +36,10 @@ CUresult EventCreate(CUevent* e, unsigned int) {
   ++g_events_live;
   return CUDA_SUCCESS;
 }
-CUresult EventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult EventRecord(CUevent, CUstream) {
+  ++g_event_records;
+  return CUDA_SUCCESS;
+}
 CUresult EventQuery(CUevent) {
   return g_gpu_progresses.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

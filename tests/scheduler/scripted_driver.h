@@ -20,6 +20,8 @@ extern std::atomic<bool> g_gpu_progresses;
 extern std::atomic<int> g_events_live;
 // What every elapsed-time measurement between two events returns.
 extern std::atomic<float> g_elapsed_ms;
+// Event records so far (completion marks, start events, links).
+extern std::atomic<int> g_event_records;
 
 gpuprio::scheduler::DriverFunctions ScriptedDriver();
 

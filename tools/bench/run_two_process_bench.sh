@@ -43,7 +43,8 @@
 # BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON,
 # PAIR_CONFIGS (the per-L configurations, default "low-alone native gpuprio"; add "gpuprio-low" for
 # the high process native beside a low process with every op confined: what the partition alone
-# gives, with nothing of gpuprio in the high process).
+# gives, with nothing of gpuprio in the high process; add "gpuprio-b" for "gpuprio" with a second
+# build of the library, LIB_B, in the same interleaved rounds: an A/B comparison of two builds).
 set -uo pipefail
 
 gp_flags=(mps)
@@ -88,6 +89,11 @@ run_config() {
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     # The diagnosis: the high process native, every low op confined.
     [[ "$config" == gpuprio-low ]] && henv=() lenv+=(GPUPRIO_ISOLATION=force)
+    # The A/B comparison: both processes on the second build.
+    if [[ "$config" == gpuprio-b ]]; then
+      henv[0]="LD_PRELOAD=$LIB_B"
+      lenv[0]="LD_PRELOAD=$LIB_B"
+    fi
   fi
   run_skip "$with_lib" BENCH_BUDGET
   local -a rec=(--group "$low" --config "$config" --round "$round" --mps "$mps" --gpuprio "$with_lib")
@@ -109,7 +115,7 @@ run_config() {
       start_proc "$tag.low" $((${low_alone_seconds%.*} + 30)) -- "$bin" --role low --low-ms "$low" \
         --seconds "$low_alone_seconds" "${cycles_args[@]}" "${common[@]}"
       lpid=$started_pid ;;
-    native | gpuprio | gpuprio-low)
+    native | gpuprio | gpuprio-b | gpuprio-low)
       start_proc "$tag.low" $((low_seconds + 15)) "${lenv[@]}" -- "$bin" --role low --low-ms "$low" \
         --peer-file "$peer" --stop-file "$stop" --seconds "$low_seconds" "${cycles_args[@]}" "${common[@]}"
       lpid=$started_pid
@@ -135,6 +141,10 @@ finish_proc "$started_pid"
 use_calibration "$finished_rc" "$report"
 
 read -r -a pair_configs <<<"${PAIR_CONFIGS:-low-alone native gpuprio}"
+if [[ " ${pair_configs[*]} " == *" gpuprio-b "* && ! -r "${LIB_B:-}" ]]; then
+  echo "run_two_process_bench: PAIR_CONFIGS has gpuprio-b but LIB_B (${LIB_B:-unset}) is not a readable library" >&2
+  exit 2
+fi
 ((native_only)) && pair_configs=(low-alone native)
 for ((r = 1; r <= rounds; r++)); do
   run_config "$r" 0 alone

@@ -35,8 +35,9 @@ from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spr
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
 # PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
 # whose every op is confined (GPUPRIO_ISOLATION=force): what the partition alone leaves the high
-# process, without anything gpuprio does in it.
-PAIR_CONFIGS = ["low-alone", "native", "gpuprio", "gpuprio-low"]
+# process, without anything gpuprio does in it. "gpuprio-b" (an A/B comparison, only when asked for)
+# is "gpuprio" with a second build of the library (LIB_B), in the same interleaved rounds.
+PAIR_CONFIGS = ["low-alone", "native", "gpuprio", "gpuprio-b", "gpuprio-low"]
 P99_TARGETS = {0.2: 1.5, 2.0: 2.0}  # L (ms) -> gpuprio high p99 / alone at most
 LOW_TARGET = 0.90  # gpuprio low rate / (low alone x (1 - busy)) at least
 
@@ -85,7 +86,7 @@ def fig(r, key):
         # ~20 kernels in a window, is not off by a kernel; counted over the window otherwise.
         if r["config"] == "low-alone":
             return low_js(r).get("low_own_timed_per_s") or low_js(r).get("low_own_per_s")
-        if r["config"] in ("native", "gpuprio", "gpuprio-low"):
+        if r["config"] in ("native", "gpuprio", "gpuprio-b", "gpuprio-low"):
             return high_js(r).get("low_active_per_s") or high_js(r).get("low_kernels_per_s")
         return None
     if r["config"] == "low-alone":
