@@ -47,7 +47,9 @@
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
 # TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
 # or "--impl builtin"), BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g.
-# "GPUPRIO_COORDINATE=0"), PYTHON.
+# "GPUPRIO_COORDINATE=0"), PYTHON, TORCH_CONFIGS (default "alone low-alone native gpuprio"; also
+# alone-gpuprio, the high job alone under gpuprio, and gpuprio-b, gpuprio with B_ENV's VAR=VALUE
+# added and LIB_B, when set, as the library: an A/B comparison in the same interleaved rounds).
 set -uo pipefail
 
 gp_flags=(mps threads)
@@ -113,7 +115,7 @@ run_threads_config() {
   # before either job starts. Its low job stops when the high one ends (--seconds is a backstop).
   local jobs=high,low seconds="$run_timeout" tmo=$((run_timeout + 15))
   case "$config" in
-    alone) jobs=high tmo="$run_timeout" ;;
+    alone | alone-gpuprio) jobs=high tmo="$run_timeout" ;;
     low-alone) jobs=low seconds="$low_seconds" tmo="$run_timeout" ;;
   esac
   start_proc "$tag" "$tmo" "$@" -- "$py" "$script" threads --jobs "$jobs" --high-result "$work/$tag.high.json" \
@@ -129,13 +131,19 @@ run_config() {
   local round="$1" config="$2"
   n=$((n + 1))
   local tag="$n.$config.r$round" with_lib=0 skip="" domain="gpbench_torch_$$_$n"
-  [[ "$config" == gpuprio ]] && with_lib=1
+  [[ "$config" == gpuprio* || "$config" == alone-gpuprio ]] && with_lib=1
   local -a henv=() lenv=() tenv=()
   if ((with_lib)); then
+    local run_lib="$lib"
+    local -a run_env=("${gpuprio_env[@]}")
+    if [[ "$config" == gpuprio-b ]]; then
+      run_lib="${LIB_B:-$lib}"
+      run_env+=("${b_env[@]}")
+    fi
     # Threads: no process priority; each thread sets its own.
-    tenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
-    henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
-    lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    tenv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
+    henv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
+    lenv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
   fi
   run_skip "$with_lib" TORCH_BUDGET
   local -a rec=(--config "$config" --round "$round" --gpuprio "$with_lib")
@@ -157,14 +165,15 @@ run_config() {
     return
   fi
   case "$config" in
-    alone)
-      start_proc "$tag.high" "$run_timeout" -- "$py" "$script" high --result "$work/$tag.high.json" "${high_args[@]}"
+    alone | alone-gpuprio)
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "$py" "$script" high --result "$work/$tag.high.json" \
+        "${high_args[@]}"
       hpid=$started_pid ;;
     low-alone)
       start_proc "$tag.low" "$run_timeout" -- "$py" "$script" low --result "$work/$tag.low.json" \
         --seconds "$low_seconds" "${low_args[@]}"
       lpid=$started_pid ;;
-    native | gpuprio)
+    native | gpuprio | gpuprio-b)
       # The low process would stop by itself after the high process's longest possible run.
       start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "$py" "$script" low --result "$work/$tag.low.json" \
         --peer "$peer" --stop-file "$stop" --seconds "$run_timeout" "${low_args[@]}"
@@ -181,7 +190,14 @@ run_config() {
   count_timeout "$with_lib" "$hrc" "$lrc"
 }
 
-configs=(alone low-alone native gpuprio)
+read -r -a configs <<<"${TORCH_CONFIGS:-alone low-alone native gpuprio}"
+read -r -a b_env <<<"${B_ENV:-}"
+for c in "${configs[@]}"; do
+  case "$c" in
+    alone | alone-gpuprio | low-alone | native | gpuprio | gpuprio-b) ;;
+    *) echo "run_torch_bench: unknown configuration '$c' in TORCH_CONFIGS" >&2; exit 2 ;;
+  esac
+done
 ((native_only)) && configs=(alone low-alone native)
 for ((r = 1; r <= rounds; r++)); do
   rotated "$r" "${configs[@]}"

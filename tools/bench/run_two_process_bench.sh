@@ -43,8 +43,8 @@
 # BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g. "GPUPRIO_COORDINATE=0"), PYTHON,
 # PAIR_CONFIGS (the per-L configurations, default "low-alone native gpuprio"; add "gpuprio-low" for
 # the high process native beside a low process with every op confined: what the partition alone
-# gives, with nothing of gpuprio in the high process; add "gpuprio-b" for "gpuprio" with a second
-# build of the library, LIB_B, in the same interleaved rounds: an A/B comparison of two builds).
+# gives, with nothing of gpuprio in the high process; add "gpuprio-b" for "gpuprio" with B_ENV's
+# VAR=VALUE added and LIB_B, when set, as the library: an A/B comparison in the same rounds).
 set -uo pipefail
 
 gp_flags=(mps)
@@ -89,10 +89,12 @@ run_config() {
     lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
     # The diagnosis: the high process native, every low op confined.
     [[ "$config" == gpuprio-low ]] && henv=() lenv+=(GPUPRIO_ISOLATION=force)
-    # The A/B comparison: both processes on the second build.
+    # The A/B comparison: both processes on the second build, with B_ENV's settings added.
     if [[ "$config" == gpuprio-b ]]; then
-      henv[0]="LD_PRELOAD=$LIB_B"
-      lenv[0]="LD_PRELOAD=$LIB_B"
+      henv[0]="LD_PRELOAD=${LIB_B:-$lib}"
+      lenv[0]="LD_PRELOAD=${LIB_B:-$lib}"
+      henv+=("${b_env[@]}")
+      lenv+=("${b_env[@]}")
     fi
   fi
   run_skip "$with_lib" BENCH_BUDGET
@@ -141,8 +143,9 @@ finish_proc "$started_pid"
 use_calibration "$finished_rc" "$report"
 
 read -r -a pair_configs <<<"${PAIR_CONFIGS:-low-alone native gpuprio}"
-if [[ " ${pair_configs[*]} " == *" gpuprio-b "* && ! -r "${LIB_B:-}" ]]; then
-  echo "run_two_process_bench: PAIR_CONFIGS has gpuprio-b but LIB_B (${LIB_B:-unset}) is not a readable library" >&2
+read -r -a b_env <<<"${B_ENV:-}"
+if [[ " ${pair_configs[*]} " == *" gpuprio-b "* && -n "${LIB_B:-}" && ! -r "${LIB_B:-}" ]]; then
+  echo "run_two_process_bench: LIB_B ($LIB_B) is not a readable library" >&2
   exit 2
 fi
 ((native_only)) && pair_configs=(low-alone native)

@@ -601,7 +601,9 @@ def run_threads(a):
 
 # --- record / report (standard library only) ---
 
-CONFIG_ORDER = ["alone", "low-alone", "native", "gpuprio"]
+# alone-gpuprio (the high job alone under gpuprio) and gpuprio-b (gpuprio with other settings or a
+# second build: run_torch_bench.sh's B_ENV, LIB_B) appear only when asked for (TORCH_CONFIGS).
+CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "native", "gpuprio", "gpuprio-b"]
 
 
 def read_part(path, rc, err_path):
@@ -677,7 +679,7 @@ def low_rate(r):
         return None
     if r["config"] == "low-alone":
         return js_of(r, "low").get("own_images_per_s")
-    if r["config"] in ("native", "gpuprio"):
+    if r["config"] in ("native", "gpuprio", "gpuprio-b"):
         return js_of(r, "high").get("low_images_per_s")
     return None
 
@@ -714,7 +716,7 @@ def build(runs):
             "round_p99_ms": spread([js_of(r, "high").get("p99_ms") for r in good]),
             "low_images_per_s": spread([low_rate(r) for r in good]),
             "low_batches_in_window": spread([js_of(r, "high").get("low_batches_in_window") for r in good
-                                             if c in ("native", "gpuprio")]),
+                                             if c in ("native", "gpuprio", "gpuprio-b")]),
         }
     alone, low_alone = rows["alone"], rows["low-alone"]["low_images_per_s"]["median"]
     for c, row in rows.items():
@@ -765,7 +767,7 @@ def text(rep):
         "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
         "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s)",
     ]
-    hdr = "%-10s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
+    hdr = "%-13s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
         "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "round p50 ms", "round p99 ms",
         "low images/s", "low/low-alone")
     lines += [hdr, "-" * len(hdr)]
@@ -773,18 +775,18 @@ def text(rep):
         row = rep["rows"][c]
         if not row["runs"]:
             continue
-        lines.append("%-10s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
+        lines.append("%-13s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
             c, "%d/%d" % (row["ok"], row["runs"]), row["requests"] or "-", fmt(row["p50_ms"], ".3f"),
             fmt(row["p99_ms"], ".3f"), fmt(row["max_ms"], ".3f"), fmt(row["p50_vs_alone"], ".2f"),
             fmt(row["p99_vs_alone"], ".2f"), fmt_spread(row["round_p50_ms"], ".3f"),
             fmt_spread(row["round_p99_ms"], ".3f"), fmt_spread(row["low_images_per_s"], ".1f"),
             fmt_spread(row["round_low_vs_low_alone"], ".3f")))
         if row["cut_short"]:
-            lines.append("           (%d run(s) cut short by --max-seconds)" % row["cut_short"])
+            lines.append("              (%d run(s) cut short by --max-seconds)" % row["cut_short"])
         if row["requests"] and row["requests"] < 1000 and c != "low-alone":
-            lines.append("           (fewer than 1000 measured requests: p99 rests on few samples)")
+            lines.append("              (fewer than 1000 measured requests: p99 rests on few samples)")
         for err in row["errors"]:
-            lines.append("           failed: %s" % (err or "")[:160])
+            lines.append("              failed: %s" % (err or "")[:160])
     return "\n".join(lines) + "\n"
 
 
