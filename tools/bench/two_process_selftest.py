@@ -127,6 +127,22 @@ def two_process(d):
     check("report: low target judged", t["gpuprio low >= 90% of low alone x (1 - busy)"]["met"] is True, t)
     check("report: the table names the targets", "MISSED" in txt and "met" in txt and "alone-gpuprio" in txt, txt)
 
+    # Under MPS the lower process runs confined: the isolation targets, at every L.
+    mps_lines = []
+    for line in lines:
+        rec = json.loads(line)
+        rec["mps"] = True
+        mps_lines.append(json.dumps(rec) + "\n")
+    runs = write(d, "runs_mps.jsonl", "".join(mps_lines))
+    rc, _, err = run([rep, "report", runs, oj, ot])
+    g = {x["low_ms"]: x for x in json.load(open(oj))["groups"]}
+    for L in (0.2, 2.0):
+        t = {tt["what"]: tt for tt in g[L]["targets"]}
+        check("report, MPS, L=%g: p99 target 1.15 judged" % L,
+              t.get("gpuprio high p99 / alone <= 1.15", {}).get("met") is False, t)
+        check("report, MPS, L=%g: low against low alone judged" % L,
+              t.get("gpuprio low / low alone >= 0.8", {}).get("met") is True, t)
+
     lines.append(json.dumps({"group_low_ms": 0.2, "config": "native", "round": 4, "mps": False, "gpuprio": False,
                              "ok": False, "error": "high: timed out"}) + "\n")
     runs = write(d, "runs2.jsonl", "".join(lines))
