@@ -238,12 +238,18 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
   issue_direct(s);
   CHECK(RecordedWithin(records, 500));
 
-  // Now parked on the (here endless) poll of that work; the peer holds nothing: not woken.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  records = g_event_records.load();
-  issue_direct(s);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(g_event_records.load() == records);
+  // Now parked on the (here endless) poll of that work; the peer holds nothing: not woken. (A
+  // dispatcher that had not parked yet, on a loaded machine, adopts the listing in its round:
+  // another try then, with the stream listed anew. Woken each time, no try would pass.)
+  bool woken_every_time = true;
+  for (int attempt = 0; attempt < 5 && woken_every_time; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    records = g_event_records.load();
+    issue_direct(s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    woken_every_time = g_event_records.load() != records;
+  }
+  CHECK_FALSE(woken_every_time);
 
   // The peer holds work back, perhaps for this level: woken at once.
   peer->SetHeld(true, gpuprio::base::SteadyNowNs());
