@@ -280,6 +280,33 @@ def environment():
     }
 
 
+def graph_infer(torch, dev, model, x_host, sync):
+    """infer() as one CUDA graph replay: a request then costs its GPU time and one launch, whatever
+    the host does meanwhile (a GIL shared with a batch thread included), which tells a slower
+    request's GPU-side causes from its host-side ones."""
+    static_x = x_host.to(dev).contiguous(memory_format=torch.channels_last)
+    here = torch.cuda.current_stream(dev)
+    side = torch.cuda.Stream(device=dev)
+    side.wait_stream(here)
+    with torch.cuda.stream(side):  # warm-up before capture, as torch.cuda.graph requires
+        for _ in range(3):
+            model(static_x)
+    here.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: the batch thread keeps launching while this thread captures.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        static_out = model(static_x)
+    sync()
+
+    def infer():
+        static_x.copy_(x_host, non_blocking=True)
+        graph.replay()
+        out = static_out.float().cpu()
+        sync()
+        return out
+    return infer
+
+
 def run_high(a, loaded=None, local_peer=None, extra=None):
     """The high job; loaded (setup's tuple, with the job stream's synchronize as sync), local_peer
     and extra (fields for the result) come from run_threads in the threads form."""
@@ -298,7 +325,11 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
         sync()
         return out
 
+    res["graph"] = bool(a.high_graph)
     with torch.inference_mode():
+        if a.high_graph:
+            infer = graph_infer(torch, dev, model, x_host, sync)
+            log("high", "forward pass captured as a CUDA graph: one replay per request")
         t0 = time.monotonic()
         for _ in range(a.warmup):
             infer()
@@ -733,6 +764,7 @@ def build(runs):
     meta = {
         "device": hj.get("device") or lj.get("device"), "torch": hj.get("torch") or lj.get("torch"), "impl": impls,
         "high_model": hj.get("model"), "high_dtype": hj.get("dtype"), "rate_per_s": hj.get("rate_per_s"),
+        "high_graph": sorted({bool(js_of(r, "high").get("graph")) for r in runs if js_of(r, "high")}),
         "requests_per_round": hj.get("requests"), "low_model": lj.get("model"), "low_dtype": lj.get("dtype"),
         "low_batch": lj.get("batch"), "image_size": hj.get("image_size") or lj.get("image_size"),
         "low_max_memory_gb": lj.get("max_memory_allocated_gb"),
@@ -761,7 +793,10 @@ def text(rep):
     lines = [
         "PyTorch, %s, on %s (torch %s; models: %s)" % (form, m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
         "high: %s batch 1 %s, open loop at %s requests/s, %s measured per round; latency from the due time to the "
-        "logits on the host" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"]),
+        "logits on the host%s" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"],
+                                  {(True,): "; the forward pass as one CUDA graph replay per request (--high-graph)",
+                                   (False, True): "; MIXED: some runs replayed a CUDA graph"}.get(
+                                      tuple(m.get("high_graph") or []), "")),
         "low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
         % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]),
         "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
@@ -798,6 +833,9 @@ def main():
         s.add_argument("--dtype", choices=["fp16", "fp32"], default="fp16")
         s.add_argument("--impl", choices=["auto", "torchvision", "builtin"], default="auto")
         s.add_argument("--image-size", type=int, default=224)
+        # In common, so that TORCH_ARGS reaches the high job in either form; the low job ignores it.
+        s.add_argument("--high-graph", action="store_true",
+                       help="the high job replays a CUDA graph of its forward pass, one per request")
 
     def high_options(s):
         s.add_argument("--rate", type=float, default=20.0)

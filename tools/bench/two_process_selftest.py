@@ -354,6 +354,10 @@ def _job_thread():
 
 
 def _gpu(n):
+    capture = getattr(_tls, "capture", None)
+    if capture is not None:  # recorded into the graph being captured, run at its replays
+        capture.append(n)
+        return
     if _job_thread() and getattr(_tls, "stream", None) is None:
         raise RuntimeError("stand-in torch: GPU work of a job thread on the default stream")
     if n > 1 and os.environ.get("STANDIN_TORCH_FAIL") == "low":
@@ -371,6 +375,8 @@ class Tensor:
     def contiguous(self, **k):
         return self
     def float(self):
+        return self
+    def copy_(self, other, **k):
         return self
     def cpu(self):
         _gpu(0)
@@ -435,6 +441,33 @@ class _Stream:
         pass
     def synchronize(self):
         pass
+    def wait_stream(self, other):
+        pass
+
+
+class _CUDAGraph:
+    def __init__(self):
+        self.work = None
+    def replay(self):
+        if not self.work:
+            raise RuntimeError("stand-in torch: replay of a graph that captured no work")
+        for n in self.work:
+            _gpu(n)
+        seen = os.environ.get("STANDIN_SEEN")
+        if seen:
+            with open(seen, "a") as fh:
+                fh.write("replay %d\n" % len(self.work))
+
+
+@contextlib.contextmanager
+def _graph(g, capture_error_mode="global"):
+    if capture_error_mode != "thread_local" and _job_thread():
+        raise RuntimeError("stand-in torch: a global-mode capture beside another job thread")
+    _tls.capture = []
+    try:
+        yield
+    finally:
+        g.work, _tls.capture = _tls.capture, None
 
 
 @contextlib.contextmanager
@@ -453,6 +486,8 @@ def _synchronize():
 
 
 cuda = SimpleNamespace(Stream=_Stream, stream=_stream, synchronize=_synchronize, is_available=lambda: True,
+                       current_stream=lambda d=None: getattr(_tls, "stream", None) or _Stream(),
+                       CUDAGraph=_CUDAGraph, graph=_graph,
                        get_device_name=lambda d=None: "Stand-in H100", max_memory_allocated=lambda d=None: 2**30)
 """
 
@@ -682,6 +717,21 @@ def torch_threads(root, d, tb):
         txt = open(os.path.join(out, name + ".txt")).read() if name + ".txt" in names else ""
         check(what + " the table names the form", "one process" in txt and
               ("under MPS" in txt if "mps" in name else "one CUDA context" in txt) and not left, txt)
+
+    # --high-graph: the high thread replays one captured graph per request (warm-ups and measured
+    # requests alike), beside the low thread.
+    p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "threads_graph", ["--threads"],
+                                    dict(tt, TORCH_CONFIGS="gpuprio",
+                                         TORCH_ARGS=tt["TORCH_ARGS"] + " --high-graph"))
+    runs = {r["config"]: r for r in json.load(open(os.path.join(out, "torch_threads.json")))["runs"]} \
+        if p.returncode in (0, 1) else {}
+    txt = open(os.path.join(out, "torch_threads.txt")).read() if runs else ""
+    replays = [s for s in seen if s[0] == "replay"]
+    gh = js_of_part(runs.get("gpuprio", {}), "high")
+    check("torch --threads --high-graph: the run ok, a replay per request, the table says so",
+          runs.get("gpuprio", {}).get("ok") and gh.get("graph") is True and
+          len(replays) == 3 + gh.get("requests_done", 0) + 2 and "CUDA graph replay" in txt,
+          (p.stdout[-2000:], replays[:3], len(replays), gh.get("requests_done")))
 
     # A gpuprio run whose threads cannot set their priority fails; the native runs do not.
     p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "threads_noprio", ["--threads"],
