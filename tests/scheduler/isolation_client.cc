@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "tests/fake_cuda/clients/client_check.h"
-#include "tests/fake_cuda/fake_cuda_control.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/append_log.h"
 #include "tests/scheduler/client_support.h"
 

@@ -6,6 +6,8 @@
 #   rounds            ROUNDS (3)
 #   gpuprio_env       BENCH_GPUPRIO_ENV as an array: more VAR=VALUE for every gpuprio run or process,
 #                     e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500"
+#   b_env             B_ENV as an array: more VAR=VALUE for the runs of configuration gpuprio-b
+#                     (run_library), e.g. "GPUPRIO_RESERVED_SMS=64"
 #   runs              $work/runs.jsonl, empty: the runner appends one record a run
 #   gpuprio_timeouts  0: gpuprio runs that timed out so far (count_timeout)
 # The functions read the runner's name (OUT/NAME.json, OUT/NAME.txt), budget (seconds) and start
@@ -13,6 +15,11 @@
 
 rounds="${ROUNDS:-3}"
 read -r -a gpuprio_env <<<"${BENCH_GPUPRIO_ENV:-}"
+read -r -a b_env <<<"${B_ENV:-}"
+if [[ -n "${LIB_B:-}" && ! -r "$LIB_B" ]]; then
+  say "error: LIB_B ($LIB_B) is not a readable library" >&2
+  exit 2
+fi
 runs="$work/runs.jsonl"
 : >"$runs"
 gpuprio_timeouts=0
@@ -27,6 +34,19 @@ interference_settings() {
   low_alone_seconds="${LOW_ALONE_SECONDS:-3}"
   read -r -a low_shape <<<"${LOW_SHAPE:---low-blocks-per-sm 2 --low-threads 1024 --low-fill smem}"
   read -r -a extra <<<"${EXTRA_ARGS:-}"
+}
+
+# run_library CONFIG: sets run_lib, the library a gpuprio run of CONFIG preloads, and the array
+# run_env, its more VAR=VALUE: for gpuprio-b (an A/B comparison in the same interleaved rounds)
+# LIB_B when set and BENCH_GPUPRIO_ENV plus B_ENV; for any other configuration $lib and
+# BENCH_GPUPRIO_ENV.
+run_library() {
+  run_lib="$lib"
+  run_env=("${gpuprio_env[@]}")
+  if [[ "$1" == gpuprio-b ]]; then
+    run_lib="${LIB_B:-$lib}"
+    run_env+=("${b_env[@]}")
+  fi
 }
 
 # rotated ROUND CONFIG...: sets the array rotated to the configurations in round ROUND's order, the

@@ -134,12 +134,7 @@ run_config() {
   [[ "$config" == gpuprio* || "$config" == alone-gpuprio ]] && with_lib=1
   local -a henv=() lenv=() tenv=()
   if ((with_lib)); then
-    local run_lib="$lib"
-    local -a run_env=("${gpuprio_env[@]}")
-    if [[ "$config" == gpuprio-b ]]; then
-      run_lib="${LIB_B:-$lib}"
-      run_env+=("${b_env[@]}")
-    fi
+    run_library "$config"
     # Threads: no process priority; each thread sets its own.
     tenv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
     henv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
@@ -191,7 +186,6 @@ run_config() {
 }
 
 read -r -a configs <<<"${TORCH_CONFIGS:-alone low-alone native gpuprio}"
-read -r -a b_env <<<"${B_ENV:-}"
 for c in "${configs[@]}"; do
   case "$c" in
     alone | alone-gpuprio | low-alone | native | gpuprio | gpuprio-b) ;;

@@ -85,17 +85,11 @@ run_config() {
   [[ "$config" == gpuprio* || "$config" == alone-gpuprio ]] && with_lib=1
   local -a henv=() lenv=()
   if ((with_lib)); then
-    henv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
-    lenv=(LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${gpuprio_env[@]}")
+    run_library "$config"
+    henv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=high GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
+    lenv=(LD_PRELOAD="$run_lib" GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low GPUPRIO_DOMAIN="$domain" "${run_env[@]}")
     # The diagnosis: the high process native, every low op confined.
     [[ "$config" == gpuprio-low ]] && henv=() lenv+=(GPUPRIO_ISOLATION=force)
-    # The A/B comparison: both processes on the second build, with B_ENV's settings added.
-    if [[ "$config" == gpuprio-b ]]; then
-      henv[0]="LD_PRELOAD=${LIB_B:-$lib}"
-      lenv[0]="LD_PRELOAD=${LIB_B:-$lib}"
-      henv+=("${b_env[@]}")
-      lenv+=("${b_env[@]}")
-    fi
   fi
   run_skip "$with_lib" BENCH_BUDGET
   local -a rec=(--group "$low" --config "$config" --round "$round" --mps "$mps" --gpuprio "$with_lib")
@@ -143,11 +137,6 @@ finish_proc "$started_pid"
 use_calibration "$finished_rc" "$report"
 
 read -r -a pair_configs <<<"${PAIR_CONFIGS:-low-alone native gpuprio}"
-read -r -a b_env <<<"${B_ENV:-}"
-if [[ " ${pair_configs[*]} " == *" gpuprio-b "* && -n "${LIB_B:-}" && ! -r "${LIB_B:-}" ]]; then
-  echo "run_two_process_bench: LIB_B ($LIB_B) is not a readable library" >&2
-  exit 2
-fi
 ((native_only)) && pair_configs=(low-alone native)
 for ((r = 1; r <= rounds; r++)); do
   run_config "$r" 0 alone
