@@ -36,7 +36,7 @@ from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spr
 # PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
 # whose every op is confined (GPUPRIO_ISOLATION=force): what the partition alone leaves the high
 # process, without anything gpuprio does in it. "gpuprio-b" (an A/B comparison, only when asked for)
-# is "gpuprio" with a second build of the library (LIB_B), in the same interleaved rounds.
+# is "gpuprio" with other settings (B_ENV) or a second build (LIB_B), in the same interleaved rounds.
 PAIR_CONFIGS = ["low-alone", "native", "gpuprio", "gpuprio-b", "gpuprio-low"]
 # Time-sliced (no MPS): the lower process's work runs on the whole GPU under a budget, and a slice
 # already running delays the server.
