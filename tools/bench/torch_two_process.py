@@ -39,7 +39,7 @@ depend on where in a batch the window's ends fall.
 
 threads: one process loads both models (in its main thread), then runs the high job and the low
 job, each in a thread of its own on a CUDA stream of its own (torch.cuda.Stream, priority 0: no
-stream priorities), and writes the same two results as the two processes would. Each job's
+stream priorities, unless TORCH_HIGH_STREAM_PRIORITY gives the high job's stream one), and writes the same two results as the two processes would. Each job's
 synchronisation is its own stream's (stream.synchronize(); the copy of the logits syncs the
 current stream), never torch.cuda.synchronize(), which would also wait for the other job's work.
 The peer file's counters are kept in memory (LocalPeer) and read the same way. --jobs high or
@@ -301,9 +301,10 @@ def graph_infer(torch, dev, model, x_host, sync):
     def infer():
         static_x.copy_(x_host, non_blocking=True)
         graph.replay()
-        out = static_out.float().cpu()
+        launched = time.monotonic_ns()
+        static_out.float().cpu()
         sync()
-        return out
+        return launched
     return infer
 
 
@@ -320,10 +321,14 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
         x_host = x_host.pin_memory()
 
     def infer():
+        """One request; returns when its last launch call returned (monotonic ns): the host phase,
+        which a GIL or a driver lock shared with the batch thread lengthens, ends there."""
         x = x_host.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-        out = model(x).float().cpu()
+        y = model(x)
+        launched = time.monotonic_ns()
+        y.float().cpu()
         sync()
-        return out
+        return launched
 
     res["graph"] = bool(a.high_graph)
     with torch.inference_mode():
@@ -349,7 +354,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
             total = a.warm_releases + a.requests
             start = time.monotonic_ns() + 20_000_000
             deadline = start + int(a.max_seconds * 1e9)
-            lat_ms, late = [], 0
+            lat_ms, host_ms, late = [], [], 0
             w0 = p0 = None
             for i in range(total):
                 due = start + i * period_ns
@@ -369,9 +374,10 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                     p0 = peer.read() if peer else None
                 if time.monotonic_ns() - due > period_ns:
                     late += i >= a.warm_releases
-                infer()
+                launched = infer()
                 if i >= a.warm_releases:
                     lat_ms.append((time.monotonic_ns() - due) / 1e6)
+                    host_ms.append((launched - due) / 1e6)
                     if len(lat_ms) % 100 == 0:
                         log("high", "%d/%d requests, p50 so far %.3f ms" % (len(lat_ms), a.requests,
                                                                           percentile(lat_ms, 0.5)))
@@ -386,6 +392,9 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
     res["rate_per_s"] = a.rate
     res["releases_late_by_a_period"] = late
     res["latency_ms"] = [round(v, 4) for v in lat_ms]
+    # From the due time to the request's last launch returning: the host's share of each latency.
+    res["host_ms"] = [round(v, 4) for v in host_ms]
+    res["host_p50_ms"], res["host_p99_ms"] = percentile(host_ms, 0.5), percentile(host_ms, 0.99)
     for q, k in ((0.5, "p50_ms"), (0.9, "p90_ms"), (0.99, "p99_ms")):
         res[k] = percentile(lat_ms, q)
     res["max_ms"] = max(lat_ms) if lat_ms else None
@@ -587,8 +596,12 @@ def run_threads(a):
 
             def body(ja, extra):
                 torch, dev, dtype, model, _, info = loaded[role]
-                stream = torch.cuda.Stream(device=dev)
-                extra["stream"] = "own (priority 0)"
+                # The high stream's CUDA priority: TORCH_HIGH_STREAM_PRIORITY (e.g. -1, greater;
+                # torch clamps it to the device's range), in the environment so that B_ENV can set it
+                # for gpuprio-b alone; 0 (the default, the low stream's) leaves priorities unused.
+                want = int(os.environ.get("TORCH_HIGH_STREAM_PRIORITY", "0")) if role == "high" else 0
+                stream = torch.cuda.Stream(device=dev, priority=want)
+                extra["stream"] = "own (priority %d)" % stream.priority
                 with torch.cuda.stream(stream):
                     fn = run_high if role == "high" else run_low
                     return fn(ja, (torch, dev, dtype, model, stream.synchronize, info), peer, extra=extra)
@@ -738,11 +751,13 @@ def build(runs):
         rs = [r for r in runs if r["config"] == c]
         good = [r for r in rs if r.get("ok")]
         lat = [v for r in good for v in js_of(r, "high").get("latency_ms", [])]
+        host = [v for r in good for v in js_of(r, "high").get("host_ms", [])]
         rows[c] = {
             "runs": len(rs), "ok": len(good), "errors": [r.get("error") for r in rs if not r.get("ok")],
             "cut_short": sum(1 for r in good if js_of(r, "high").get("cut_short")),
             "requests": len(lat),
             "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "max_ms": max(lat) if lat else None,
+            "host_p50_ms": percentile(host, 0.5), "host_p99_ms": percentile(host, 0.99),
             "round_p50_ms": spread([js_of(r, "high").get("p50_ms") for r in good]),
             "round_p99_ms": spread([js_of(r, "high").get("p99_ms") for r in good]),
             "low_images_per_s": spread([low_rate(r) for r in good]),
@@ -783,6 +798,7 @@ def strip_latencies(r):
         js = js_of(r, role)
         if "latency_ms" in js:
             js["latency_ms_count"] = len(js.pop("latency_ms"))
+        js.pop("host_ms", None)
     return r
 
 
@@ -800,20 +816,23 @@ def text(rep):
         "low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
         % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]),
         "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
-        "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s)",
+        "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s); host p50/p99: from the due "
+        "time to the request's last launch call returning (the host's share of the latency)",
     ]
-    hdr = "%-13s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
-        "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "round p50 ms", "round p99 ms",
-        "low images/s", "low/low-alone")
+    hdr = "%-13s %5s %6s %8s %8s %8s %7s %7s %-13s %-24s %-24s %-24s %-20s" % (
+        "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "host p50/p99", "round p50 ms",
+        "round p99 ms", "low images/s", "low/low-alone")
     lines += [hdr, "-" * len(hdr)]
     for c in CONFIG_ORDER:
         row = rep["rows"][c]
         if not row["runs"]:
             continue
-        lines.append("%-13s %5s %6s %8s %8s %8s %7s %7s %-24s %-24s %-24s %-20s" % (
+        lines.append("%-13s %5s %6s %8s %8s %8s %7s %7s %-13s %-24s %-24s %-24s %-20s" % (
             c, "%d/%d" % (row["ok"], row["runs"]), row["requests"] or "-", fmt(row["p50_ms"], ".3f"),
             fmt(row["p99_ms"], ".3f"), fmt(row["max_ms"], ".3f"), fmt(row["p50_vs_alone"], ".2f"),
-            fmt(row["p99_vs_alone"], ".2f"), fmt_spread(row["round_p50_ms"], ".3f"),
+            fmt(row["p99_vs_alone"], ".2f"),
+            "%s/%s" % (fmt(row.get("host_p50_ms"), ".2f"), fmt(row.get("host_p99_ms"), ".2f")),
+            fmt_spread(row["round_p50_ms"], ".3f"),
             fmt_spread(row["round_p99_ms"], ".3f"), fmt_spread(row["low_images_per_s"], ".1f"),
             fmt_spread(row["round_low_vs_low_alone"], ".3f")))
         if row["cut_short"]:

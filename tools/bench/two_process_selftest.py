@@ -438,7 +438,7 @@ nn = SimpleNamespace(Module=_Module, Sequential=_Sequential, Linear=_Linear, Con
 
 class _Stream:
     def __init__(self, device=None, priority=0):
-        pass
+        self.priority = max(-1, min(0, priority))  # torch clamps to the device's range
     def synchronize(self):
         pass
     def wait_stream(self, other):
@@ -714,8 +714,14 @@ def torch_threads(root, d, tb):
         check(what + " natively nothing set",
               all(js.get("priority_wanted") is None and not js.get("priority_set") and not js.get("preloaded")
                   for c, pair in jobs.items() if c != "gpuprio" for js in pair if js), jobs)
+        rep_rows = json.load(open(os.path.join(out, name + ".json")))["rows"] if name + ".json" in names else {}
+        check(what + " the host phase: per request, within the latency, in the table",
+              all(0 <= (r.get("host_p50_ms") or -1) <= r["p50_ms"] and r["host_p99_ms"] <= r["max_ms"]
+                  for c, r in rep_rows.items() if c in ("alone", "native", "gpuprio")) and
+              len(js_of_part(runs.get("gpuprio", {}), "high").get("host_ms", [])) == 0,
+              {c: (r.get("host_p50_ms"), r.get("p50_ms")) for c, r in rep_rows.items()})
         txt = open(os.path.join(out, name + ".txt")).read() if name + ".txt" in names else ""
-        check(what + " the table names the form", "one process" in txt and
+        check(what + " the table names the form", "host p50/p99" in txt and "one process" in txt and
               ("under MPS" in txt if "mps" in name else "one CUDA context" in txt) and not left, txt)
 
     # --high-graph: the high thread replays one captured graph per request (warm-ups and measured
