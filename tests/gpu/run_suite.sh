@@ -43,6 +43,10 @@
 #                       thread setting its own gpuprio priority; one CUDA context, so no MPS
 #                       needed; isolation active, 3 rounds (run_torch_bench.sh --threads)
 #                                                                                   [~5 min, cap 7.5]
+#   iso_torch_reserve   iso_torch_threads with a reserve of 32 SMs (36 used on an H100) against the
+#                       default 16 (gpuprio-b) and the server alone under gpuprio, 3 rounds: the
+#                       reserve an eager PyTorch server needs (docs/isolation.md)  [~6.5 min, cap 8]
+#   iso_torch_reserve_mps  the same as two processes under MPS (root)             [~6.5 min, cap 8]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -94,6 +98,12 @@ for step in "$@"; do
                  bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     iso_torch_threads) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                          bash tools/bench/run_torch_bench.sh "$dir" --threads ;;
+    iso_torch_reserve) ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
+                         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" \
+                         B_ENV="GPUPRIO_RESERVED_SMS=16" bash tools/bench/run_torch_bench.sh "$dir" --threads ;;
+    iso_torch_reserve_mps) ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
+                             BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" \
+                             B_ENV="GPUPRIO_RESERVED_SMS=16" bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?
