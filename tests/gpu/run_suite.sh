@@ -98,12 +98,10 @@ for step in "$@"; do
                  bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
     iso_torch_threads) TORCH_BUDGET=400 BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active" \
                          bash tools/bench/run_torch_bench.sh "$dir" --threads ;;
-    iso_torch_reserve) ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
-                         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" \
-                         B_ENV="GPUPRIO_RESERVED_SMS=16" bash tools/bench/run_torch_bench.sh "$dir" --threads ;;
-    iso_torch_reserve_mps) ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
-                             BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" \
-                             B_ENV="GPUPRIO_RESERVED_SMS=16" bash tools/bench/run_torch_bench.sh "$dir" --mps ;;
+    iso_torch_reserve | iso_torch_reserve_mps)
+      ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
+        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" B_ENV="GPUPRIO_RESERVED_SMS=16" \
+        bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?

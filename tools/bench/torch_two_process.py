@@ -39,8 +39,8 @@ depend on where in a batch the window's ends fall.
 
 threads: one process loads both models (in its main thread), then runs the high job and the low
 job, each in a thread of its own on a CUDA stream of its own (torch.cuda.Stream, priority 0: no
-stream priorities, unless TORCH_HIGH_STREAM_PRIORITY gives the high job's stream one), and writes the same two results as the two processes would. Each job's
-synchronisation is its own stream's (stream.synchronize(); the copy of the logits syncs the
+stream priorities, unless TORCH_HIGH_STREAM_PRIORITY gives the high job's stream one), and writes
+the same two results as the two processes would. Each job's synchronisation is its own stream's (stream.synchronize(); the copy of the logits syncs the
 current stream), never torch.cuda.synchronize(), which would also wait for the other job's work.
 The peer file's counters are kept in memory (LocalPeer) and read the same way. --jobs high or
 --jobs low runs one thread only (the alone and low-alone baselines of this form). Under gpuprio

@@ -725,9 +725,10 @@ def torch_threads(root, d, tb):
               ("under MPS" in txt if "mps" in name else "one CUDA context" in txt) and not left, txt)
 
     # --high-graph: the high thread replays one captured graph per request (warm-ups and measured
-    # requests alike), beside the low thread.
+    # requests alike), beside the low thread; TORCH_HIGH_STREAM_PRIORITY gives its stream a CUDA
+    # priority (the stand-in clamps to -1, as torch clamps to the device's range).
     p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "threads_graph", ["--threads"],
-                                    dict(tt, TORCH_CONFIGS="gpuprio",
+                                    dict(tt, TORCH_CONFIGS="gpuprio", TORCH_HIGH_STREAM_PRIORITY="-5",
                                          TORCH_ARGS=tt["TORCH_ARGS"] + " --high-graph"))
     runs = {r["config"]: r for r in json.load(open(os.path.join(out, "torch_threads.json")))["runs"]} \
         if p.returncode in (0, 1) else {}
@@ -738,6 +739,10 @@ def torch_threads(root, d, tb):
           runs.get("gpuprio", {}).get("ok") and gh.get("graph") is True and
           len(replays) == 3 + gh.get("requests_done", 0) + 2 and "CUDA graph replay" in txt,
           (p.stdout[-2000:], replays[:3], len(replays), gh.get("requests_done")))
+    gl = js_of_part(runs.get("gpuprio", {}), "low")
+    check("torch --threads: TORCH_HIGH_STREAM_PRIORITY sets the high stream's priority, not the low one's",
+          gh.get("stream") == "own (priority -1)" and gl.get("stream") == "own (priority 0)",
+          (gh.get("stream"), gl.get("stream")))
 
     # A gpuprio run whose threads cannot set their priority fails; the native runs do not.
     p, out, seen, left = run_runner(root, d, "run_torch_bench.sh", "threads_noprio", ["--threads"],
