@@ -37,6 +37,9 @@ void LogCallSummary() {
     for (const std::string& line : scheduler::FormatPrioritySummary(s->levels())) {
       Log(LogLevel::kInfo, line);
     }
+    for (const std::string& line : scheduler::FormatDispatcherSummary(s->DispatcherActivity())) {
+      Log(LogLevel::kInfo, line);
+    }
   }
 }
 

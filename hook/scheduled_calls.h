@@ -71,12 +71,13 @@ CUresult IssueTupleOp(scheduler::Op& op) {
   return std::apply(real, *args);
 }
 
-// Makes a stream call's real driver call on the calling thread; an installed tracer hears of it.
+// Makes a stream call's real driver call on the calling thread; an installed tracer hears of it,
+// and with SchedulerOptions::time_calls its level counts the time.
 template <ApiId kId, typename Call>
 CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* stream, int priority,
                       Call call) {
   scheduler::OpObserver* observer = s->timing_observer();
-  if (observer == nullptr) {
+  if (observer == nullptr && !s->options().time_calls) {
     DriverCallScope in_driver;
     return call();
   }
@@ -86,9 +87,14 @@ CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* str
     DriverCallScope in_driver;
     result = call();
   }
-  observer->OnCallerIssue(Info(kId).symbol, priority,
-                          stream != nullptr ? stream->stream : nullptr, begin_ns,
-                          base::SteadyNowNs());
+  const int64_t end_ns = base::SteadyNowNs();
+  if (s->options().time_calls) {
+    s->NoteCallerDriverTime(priority, static_cast<uint64_t>(end_ns - begin_ns));
+  }
+  if (observer != nullptr) {
+    observer->OnCallerIssue(Info(kId).symbol, priority,
+                            stream != nullptr ? stream->stream : nullptr, begin_ns, end_ns);
+  }
   return result;
 }
 
@@ -158,9 +164,8 @@ struct NoExtraSteps {
 // dispatcher would issue it at once, its own thread does (the fast path); otherwise it becomes an
 // op (`make_op(priority)`) and is queued. `call` makes the real driver call on this thread.
 template <ApiId kId, typename Steps, typename MakeOp, typename Call>
-CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
-                            MakeOp make_op, Call call) {
-  const int priority = s->EffectivePriority(stream);
+CUresult ScheduleStreamCallAt(scheduler::Scheduler* s, scheduler::StreamState* stream,
+                              int priority, Steps& steps, MakeOp& make_op, Call& call) {
   if (!MustRunInline(s, stream)) {
     if (steps.MayIssueDirect() &&
         s->MayIssueDirect(stream, priority, steps.MayPassQueuedWork())) {
@@ -178,6 +183,21 @@ CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* str
   }
   steps.BeforeCallerRun(s, /*inline_run=*/true);
   return RunInline<kId>(s, stream, priority, call);
+}
+
+template <ApiId kId, typename Steps, typename MakeOp, typename Call>
+CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
+                            MakeOp make_op, Call call) {
+  const int priority = s->EffectivePriority(stream);
+  if (!s->options().time_calls) {
+    return ScheduleStreamCallAt<kId>(s, stream, priority, steps, make_op, call);
+  }
+  // What the application's thread pays per call, whichever way it went (docs/user_guide.md, the
+  // exit summary): the measure of gpuprio's cost to a thread, as the queue delay is to its work.
+  const int64_t begin_ns = base::SteadyNowNs();
+  const CUresult result = ScheduleStreamCallAt<kId>(s, stream, priority, steps, make_op, call);
+  s->NoteCallTime(priority, static_cast<uint64_t>(base::SteadyNowNs() - begin_ns));
+  return result;
 }
 
 // ScheduleStreamCall for a call whose arguments are all self-contained values.

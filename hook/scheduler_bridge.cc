@@ -90,6 +90,8 @@ void CreateScheduler() {
   options.budget_ns = config.budget_ns;
   options.peer_budget_ns = config.peer_budget_ns;
   options.direct_issue = config.direct_issue;
+  // The exit summary that reports the time is printed at info.
+  options.time_calls = LogEnabled(LogLevel::kInfo);
   options.isolation = config.isolation;
   options.reserved_sms = config.reserved_sms;
   options.max_queued_per_stream = config.max_queued;

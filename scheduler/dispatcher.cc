@@ -1,6 +1,7 @@
 #include "scheduler/dispatcher.h"
 
 #include <sys/prctl.h>
+#include <time.h>
 
 #include <algorithm>
 #include <limits>
@@ -266,6 +267,12 @@ void Dispatcher::Run() {
   // capture, work on twins returns to its streams: the capture runs on the caller's thread, on
   // the application's streams, and must follow it there.
   if (!stop_bounded_.load(std::memory_order_seq_cst)) BringAllHome();
+  timespec cpu{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+    thread_cpu_ns_.fetch_add(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u +
+                                 static_cast<uint64_t>(cpu.tv_nsec),
+                             std::memory_order_relaxed);
+  }
 }
 
 void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
@@ -386,6 +393,7 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
 
 void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
                       bool wake_for_direct_work) {
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
   parked_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);

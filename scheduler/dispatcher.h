@@ -54,6 +54,19 @@ class Dispatcher {
   int device() const { return device_; }
   coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
 
+  // What the dispatcher thread cost the process (the exit summary): CPU time over its runs that
+  // have ended (a run ends at Stop: exit, a capture), and how often it went to sleep (each sleep
+  // is a wake-up later, by new work or a timeout).
+  struct Activity {
+    int device = 0;
+    uint64_t cpu_ns = 0;
+    uint64_t sleeps = 0;
+  };
+  Activity activity() const {
+    return {device_, thread_cpu_ns_.load(std::memory_order_relaxed),
+            sleeps_.load(std::memory_order_relaxed)};
+  }
+
   // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
   // other processes sharing the GPU (NoteDirect wakes the dispatcher to watch the work's end).
   // Until NoteDirect has listed the work, the issue counts as in progress, so the dispatcher does
@@ -255,6 +268,8 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
+  std::atomic<uint64_t> thread_cpu_ns_{0};  // Activity: the dispatcher thread's, over ended runs
+  std::atomic<uint64_t> sleeps_{0};
   // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
   std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).

@@ -51,6 +51,10 @@ struct SchedulerOptions {
   // The fast path (GPUPRIO_DIRECT_ISSUE): a client thread issues its own op when the dispatcher
   // would issue it at once anyway (nothing queued on the device, the op's level at the ceiling).
   bool direct_issue = true;
+  // The time the application's threads spend in stream calls, per level (PriorityLevelStats,
+  // the exit summary): two clock reads per call, so only when asked (the library: GPUPRIO_LOG
+  // at info or more, which prints the summary).
+  bool time_calls = false;
   // Backpressure (GPUPRIO_MAX_QUEUED): a stream with more unissued ops than this makes the
   // submitting thread wait until half of them are issued, as CUDA's own launch queue blocks a
   // thread that runs ahead of the GPU; without it a held-back producer grows memory without bound.

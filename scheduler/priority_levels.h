@@ -39,6 +39,14 @@ struct PriorityLevelStats {
   // path of a more important level may pass queued work only when none is at its level or above.
   std::atomic<int64_t> ops_unissued{0};
   std::atomic<bool> seen{false};
+  // With SchedulerOptions::time_calls: the application's stream calls at this level (however
+  // they went: queued, fast path, inline), the wall time its threads spent in them (backpressure
+  // and the waits before an inline call included), and the part of it in real driver calls made
+  // on the caller's thread.
+  std::atomic<uint64_t> calls_timed{0};
+  std::atomic<uint64_t> call_ns_sum{0};
+  std::atomic<uint64_t> call_ns_max{0};
+  std::atomic<uint64_t> caller_driver_ns_sum{0};
   // The queueing delays summed above, for percentiles; last, so the words above share lines.
   LatencyHistogram queue_delay_histogram;
 };

@@ -56,7 +56,25 @@ std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
                             Micros(level.held_ns_sum.load(std::memory_order_relaxed)) / 1000.0,
                             Micros(level.held_ns_max.load(std::memory_order_relaxed)) / 1000.0);
     }
+    if (const uint64_t calls = level.calls_timed.load(std::memory_order_relaxed)) {
+      const double n = static_cast<double>(calls);
+      absl::StrAppendFormat(
+          &line, " calls=%d in_call_us mean=%.2f (driver %.2f) max=%.1f", calls,
+          Micros(level.call_ns_sum.load(std::memory_order_relaxed)) / n,
+          Micros(level.caller_driver_ns_sum.load(std::memory_order_relaxed)) / n,
+          Micros(level.call_ns_max.load(std::memory_order_relaxed)));
+    }
     lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::vector<std::string> FormatDispatcherSummary(
+    const std::vector<Dispatcher::Activity>& dispatchers) {
+  std::vector<std::string> lines;
+  for (const Dispatcher::Activity& d : dispatchers) {
+    lines.push_back(absl::StrFormat("dispatcher device=%d cpu_ms=%.2f sleeps=%d", d.device,
+                                    Micros(d.cpu_ns) / 1000.0, d.sleeps));
   }
   return lines;
 }

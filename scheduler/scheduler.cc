@@ -284,6 +284,15 @@ void Scheduler::BringHome(StreamState* stream) {
   stream->dispatcher->WaitIssued(stream, target, /*unless_stopping=*/true);
 }
 
+std::vector<Dispatcher::Activity> Scheduler::DispatcherActivity() {
+  std::vector<Dispatcher::Activity> out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [device, d] : dispatchers_) out.push_back(d->activity());
+  std::sort(out.begin(), out.end(), [](const Dispatcher::Activity& a,
+                                       const Dispatcher::Activity& b) { return a.device < b.device; });
+  return out;
+}
+
 std::vector<StreamState*> Scheduler::Streams(CUcontext context, bool legacy_only) {
   std::vector<StreamState*> out;
   absl::ReaderMutexLock lock(&mu_);

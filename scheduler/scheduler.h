@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "scheduler/base/atomic_max.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/op.h"
@@ -143,7 +144,21 @@ class Scheduler {
     levels_.At(priority).ops_on_caller.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // SchedulerOptions::time_calls: a stream call at `priority` took `call_ns` on the application's
+  // thread; `driver_ns` of it in a real driver call made on that thread.
+  void NoteCallTime(int priority, uint64_t call_ns) {
+    PriorityLevelStats& level = levels_.At(priority);
+    level.calls_timed.fetch_add(1, std::memory_order_relaxed);
+    level.call_ns_sum.fetch_add(call_ns, std::memory_order_relaxed);
+    base::AtomicMax(level.call_ns_max, call_ns);
+  }
+  void NoteCallerDriverTime(int priority, uint64_t driver_ns) {
+    levels_.At(priority).caller_driver_ns_sum.fetch_add(driver_ns, std::memory_order_relaxed);
+  }
+
   PriorityLevels& levels() { return levels_; }
+  // One entry per device's dispatcher (the exit summary).
+  std::vector<Dispatcher::Activity> DispatcherActivity();
 
   // Exit and captures: quiesce (issue everything, stop the dispatchers) and, after a capture,
   // restart. While stopped, Resolve returns null, so stream work runs inline on its caller.

@@ -47,6 +47,10 @@
 #                       default 16 (gpuprio-b) and the server alone under gpuprio, 3 rounds: the
 #                       reserve an eager PyTorch server needs (docs/isolation.md)  [~6.5 min, cap 8]
 #   iso_torch_reserve_mps  the same as two processes under MPS (root)             [~6.5 min, cap 8]
+#   iso_torch_calls     iso_torch_threads's server alone under gpuprio and beside the batch job,
+#                       2 rounds, with GPUPRIO_LOG=info: the exit summaries' time in stream calls
+#                       per level and the dispatcher's CPU time, printed per run (is the server's
+#                       extra host time spent in gpuprio and the driver, or outside them?) [~2.5 min]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -102,6 +106,11 @@ for step in "$@"; do
       ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" B_ENV="GPUPRIO_RESERVED_SMS=16" \
         bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" ;;
+    iso_torch_calls)
+      ROUNDS=2 TORCH_BUDGET=200 TORCH_CONFIGS="alone-gpuprio gpuprio" \
+        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
+        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?

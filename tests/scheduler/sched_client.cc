@@ -18,6 +18,9 @@
 //   backpressure  a low-priority thread launches 400 x 200 us kernels, held back by the budget;
 //             prints how many had reached the driver when its last launch returned (with
 //             GPUPRIO_MAX_QUEUED=N, at least 400 - N: the thread waited instead of queueing all).
+//   call_time one thread launches 5 kernels while each real cuLaunchKernel takes 20 ms (the
+//             fake's call delay) and synchronizes: what the exit summary's call times say
+//             depends on which thread made the real calls.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -340,11 +343,24 @@ int Backpressure() {
   return fake_client::Succeed();
 }
 
+int CallTime() {
+  Init();
+  CUfunction empty = Function("empty");
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
+  fakecuda_set_call_delay_ns("cuLaunchKernel", 20'000'000);
+  for (int i = 0; i < 5; ++i) {
+    CheckCu(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr), "launch");
+  }
+  CheckCu(cuStreamSynchronize(stream), "sync");
+  return fake_client::Succeed();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   fake_client::g_client_name = "sched_client";
-  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct|backpressure");
+  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct|backpressure|call_time");
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   if (scenario == "stress") return Stress();
@@ -352,5 +368,6 @@ int main(int argc, char** argv) {
   if (scenario == "priority") return Priority();
   if (scenario == "direct") return Direct();
   if (scenario == "backpressure") return Backpressure();
+  if (scenario == "call_time") return CallTime();
   Fail("unknown scenario");
 }

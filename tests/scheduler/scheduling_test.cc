@@ -164,6 +164,59 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
   CHECK(total_ms > 0);
 }
 
+// The number after `key` in `line` (e.g. "mean=" in "... in_call_us mean=3.10 ..."), searched
+// from `from`.
+double NumberAfter(const std::string& line, const std::string& key, size_t from = 0) {
+  const size_t at = line.find(key, from);
+  if (at == std::string::npos) return -1;
+  const size_t begin = at + key.size();
+  const size_t end = line.find_first_of(" )", begin);
+  double value = -1;
+  if (!absl::SimpleAtod(line.substr(begin, end - begin), &value)) return -1;
+  return value;
+}
+
+TEST_CASE("The exit summary says how long the application's threads spent in stream calls",
+          "[scheduler]") {
+  // Each real cuLaunchKernel takes 20 ms (the fake's delay); five launches on one stream.
+  const std::string client = Path("tests/scheduler/sched_client");
+  auto summary_of = [&](const Env& extra) {
+    Env env = extra;
+    env.emplace_back("GPUPRIO_LOG", "info");
+    const gpuprio_test::ProcessResult run = Run({client, "call_time"}, ClientEnv("schedule", env));
+    std::pair<std::string, std::string> lines;  // the level's line, the dispatcher's
+    for (absl::string_view line : absl::StrSplit(run.stderr_text, '\n')) {
+      if (absl::StartsWith(line, "gpuprio: priority=0 ")) lines.first = std::string(line);
+      if (absl::StartsWith(line, "gpuprio: dispatcher device=0 ")) lines.second = std::string(line);
+    }
+    INFO(run.stderr_text);
+    REQUIRE(run.exit_code == 0);
+    return lines;
+  };
+  SECTION("fast path: the real calls are made on the caller, and their time is its") {
+    const auto [level, dispatcher] = summary_of({});
+    INFO(level);
+    const size_t at = level.find(" calls=5 in_call_us ");
+    REQUIRE(at != std::string::npos);
+    const double mean = NumberAfter(level, "mean=", at);
+    const double driver = NumberAfter(level, "(driver ", at);
+    CHECK(driver >= 20000.0);
+    CHECK(mean >= driver);
+    CHECK(NumberAfter(level, "max=", at) >= 20000.0);
+  }
+  SECTION("queued: the dispatcher makes the real calls; the caller only hands them over") {
+    const auto [level, dispatcher] = summary_of({{"GPUPRIO_DIRECT_ISSUE", "0"}});
+    INFO(level << "\n" << dispatcher);
+    const size_t at = level.find(" calls=5 in_call_us ");
+    REQUIRE(at != std::string::npos);
+    CHECK(NumberAfter(level, "(driver ", at) == 0.0);
+    CHECK(NumberAfter(level, "mean=", at) < 20000.0);
+    // Its thread ran (and slept while the slow calls' kernels were in flight).
+    CHECK(NumberAfter(dispatcher, "cpu_ms=") > 0.0);
+    CHECK(NumberAfter(dispatcher, "sleeps=") >= 1.0);
+  }
+}
+
 TEST_CASE("The fast path issues on the caller's thread and still holds lower priorities back",
           "[scheduler]") {
   const std::string client = Path("tests/scheduler/sched_client");

@@ -94,6 +94,11 @@ TEST_CASE("The exit summary has one line per level that did work, highest first"
   low.held_ns_sum = 3'500'000;
   low.held_ns_max = 1'900'000;
 
+  high.calls_timed = 4;  // SchedulerOptions::time_calls
+  high.call_ns_sum = 10'000;
+  high.caller_driver_ns_sum = 6'000;
+  high.call_ns_max = 4'500;
+
   auto& other = levels.At(7);
   other.ops_on_caller = 2;  // none queued: no delay figures
 
@@ -102,11 +107,20 @@ TEST_CASE("The exit summary has one line per level that did work, highest first"
   CHECK(lines[0] == "priority=7 ops=2 on_caller=100.0% queued=0");
   CHECK(lines[1] ==
         "priority=1 (high) ops=4 on_caller=75.0% queued=1 queue_delay_us mean=5.0 p99<=5.0 "
-        "max=5.0");
+        "max=5.0 calls=4 in_call_us mean=2.50 (driver 1.50) max=4.5");
   // p99 is 2 ms's bucket bound, capped at the exact max.
   CHECK(lines[2] ==
         "priority=-1 (low) ops=100 on_caller=0.0% queued=100 queue_delay_us mean=49.8 "
         "p99<=2000.0 max=2000.0 held_back ops=2 total_ms=3.5 max_ms=1.9");
+}
+
+TEST_CASE("The exit summary has one line per dispatcher", "[summary]") {
+  CHECK(gpuprio::scheduler::FormatDispatcherSummary({}).empty());
+  const std::vector<std::string> lines =
+      gpuprio::scheduler::FormatDispatcherSummary({{0, 812'414'000, 40211}, {1, 0, 0}});
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "dispatcher device=0 cpu_ms=812.41 sleeps=40211");
+  CHECK(lines[1] == "dispatcher device=1 cpu_ms=0.00 sleeps=0");
 }
 
 }  // namespace

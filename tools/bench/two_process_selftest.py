@@ -755,6 +755,34 @@ def torch_threads(root, d, tb):
           p.stdout[-2000:])
 
 
+def exit_summaries(d):
+    script = os.path.join(HERE, "exit_summaries.py")
+    level = "gpuprio: priority=1 (high) ops=10 on_caller=100.0% queued=0 calls=10 in_call_us mean=3.00 (driver 2.00) max=9.0"
+    disp = "gpuprio: dispatcher device=0 cpu_ms=1.50 sleeps=7"
+    tail = "torch_two_process high [1]: done\n" + level + "\n" + disp + "\n"
+    runs = [
+        {"config": "alone", "round": 1, "gpuprio": False, "high": {"stderr_tail": "x"}},
+        # threads form: both parts carry the one process's stderr
+        {"config": "gpuprio", "round": 1, "gpuprio": True,
+         "high": {"stderr_tail": tail}, "low": {"stderr_tail": tail}},
+        # processes form: each its own
+        {"config": "gpuprio", "round": 2, "gpuprio": True,
+         "high": {"stderr_tail": tail}, "low": {"stderr_tail": disp.replace("1.50", "9.00") + "\n"}},
+    ]
+    path = write(d, "summaries_runs.jsonl", "".join(json.dumps(r) + "\n" for r in runs))
+    rc, out, err = run([script, path])
+    check("exit summaries: exit 0 when every gpuprio run has one", rc == 0, (rc, err))
+    check("exit summaries: native runs left out, one header per gpuprio run",
+          out.count("== ") == 2 and "== alone" not in out, out)
+    check("exit summaries: one process's summary printed once",
+          out.split("== gpuprio round 2")[0].count("calls=10") == 1, out)
+    check("exit summaries: each process's own summary", "low: gpuprio: dispatcher device=0 cpu_ms=9.00" in out, out)
+    runs[1]["high"]["stderr_tail"] = "no summary here\n"
+    path = write(d, "summaries_missing_runs.jsonl", "".join(json.dumps(r) + "\n" for r in runs))
+    rc, out, err = run([script, path])
+    check("exit summaries: exit 1 when a gpuprio run has none", rc == 1 and "no exit summary" in out, (rc, out))
+
+
 def js_of_part(rec, role):
     return (rec.get(role) or {}).get("json") or {}
 
@@ -764,6 +792,7 @@ def main():
         two_process(d)
         torch_part(d)
         mps_runners(d)
+        exit_summaries(d)
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1
