@@ -158,7 +158,9 @@ void Dispatcher::AdoptDirectWork() {
       q.tracked = true;
       tracking_.push_back(&q);
     }
+    const size_t marks = q.marks.size();
     AddCompletionMark(&q);
+    if (q.marks.size() > marks) CountActivity(direct_marks_);
     s = next;
   }
 }
@@ -393,7 +395,7 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
 
 void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
                       bool wake_for_direct_work) {
-  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  CountActivity(sleeps_);
   parked_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
@@ -931,7 +933,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     const bool back_to_back =
         mark && start == nullptr && !q->in_flight.empty() && !q->marks.empty() &&
         q->marks.back().covers == q->in_flight.size() &&
-        driver_.event_query(q->marks.back().event) == CUDA_ERROR_NOT_READY;
+        QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
     const bool alone = q->in_flight.empty();
     q->in_flight.push_back(
         {op->priority, estimate, op->cost_key, now, back_to_back, start, confined, alone});
@@ -1053,6 +1055,12 @@ void Dispatcher::AddCompletionMark(StreamQueue* q) {
     return;
   }
   q->marks.push_back({event, q->in_flight.size(), q->in_flight.size() - covered == 1});
+  CountActivity(marks_);
+}
+
+CUresult Dispatcher::QueryMark(CUevent event) {
+  CountActivity(mark_queries_);
+  return driver_.event_query(event);
 }
 
 void Dispatcher::MarkAllUncovered() {
@@ -1082,7 +1090,7 @@ int Dispatcher::PollCompletions() {
     StreamQueue* q = tracking_[i];
     while (!q->marks.empty()) {
       const CompletionMark m = q->marks.front();
-      if (driver_.event_query(m.event) == CUDA_ERROR_NOT_READY) break;
+      if (QueryMark(m.event) == CUDA_ERROR_NOT_READY) break;
       if (m.single_op && m.covers >= 1) {
         const InFlight& f = q->in_flight[m.covers - 1];
         // GPU time between the op's start event (or, back to back, the previous mark) and its

@@ -55,16 +55,26 @@ class Dispatcher {
   coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
 
   // What the dispatcher thread cost the process (the exit summary): CPU time over its runs that
-  // have ended (a run ends at Stop: exit, a capture), and how often it went to sleep (each sleep
-  // is a wake-up later, by new work or a timeout).
+  // have ended (a run ends at Stop: exit, a capture), how often it went to sleep (each sleep is a
+  // wake-up later, by new work or a timeout), and the driver calls it made besides issuing ops:
+  // completion marks (event records) on the application's streams, those of them behind work
+  // that clients issued themselves (the fast path: on the client's own stream, while the client
+  // may be launching on it), and queries of the marks.
   struct Activity {
     int device = 0;
     uint64_t cpu_ns = 0;
     uint64_t sleeps = 0;
+    uint64_t marks = 0;
+    uint64_t direct_marks = 0;
+    uint64_t mark_queries = 0;
   };
   Activity activity() const {
-    return {device_, thread_cpu_ns_.load(std::memory_order_relaxed),
-            sleeps_.load(std::memory_order_relaxed)};
+    return {device_,
+            thread_cpu_ns_.load(std::memory_order_relaxed),
+            sleeps_.load(std::memory_order_relaxed),
+            marks_.load(std::memory_order_relaxed),
+            direct_marks_.load(std::memory_order_relaxed),
+            mark_queries_.load(std::memory_order_relaxed)};
   }
 
   // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
@@ -237,6 +247,7 @@ class Dispatcher {
   void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
   void MarkAllUncovered();
+  CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
   void Retire(StreamQueue* q, size_t count);
   CUevent TakeEvent(StreamQueue* q);
   void NotifyWaiters();
@@ -268,8 +279,16 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
-  std::atomic<uint64_t> thread_cpu_ns_{0};  // Activity: the dispatcher thread's, over ended runs
+  // Activity. Written by the dispatcher thread alone (CountActivity), read at exit.
+  std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> marks_{0};
+  std::atomic<uint64_t> direct_marks_{0};
+  std::atomic<uint64_t> mark_queries_{0};
+  // One writer: a load and a store, no read-modify-write.
+  static void CountActivity(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
   std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).

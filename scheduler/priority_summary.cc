@@ -73,8 +73,9 @@ std::vector<std::string> FormatDispatcherSummary(
     const std::vector<Dispatcher::Activity>& dispatchers) {
   std::vector<std::string> lines;
   for (const Dispatcher::Activity& d : dispatchers) {
-    lines.push_back(absl::StrFormat("dispatcher device=%d cpu_ms=%.2f sleeps=%d", d.device,
-                                    Micros(d.cpu_ns) / 1000.0, d.sleeps));
+    lines.push_back(absl::StrFormat(
+        "dispatcher device=%d cpu_ms=%.2f sleeps=%d marks=%d direct_marks=%d mark_queries=%d",
+        d.device, Micros(d.cpu_ns) / 1000.0, d.sleeps, d.marks, d.direct_marks, d.mark_queries));
   }
   return lines;
 }

@@ -117,10 +117,13 @@ TEST_CASE("The exit summary has one line per level that did work, highest first"
 TEST_CASE("The exit summary has one line per dispatcher", "[summary]") {
   CHECK(gpuprio::scheduler::FormatDispatcherSummary({}).empty());
   const std::vector<std::string> lines =
-      gpuprio::scheduler::FormatDispatcherSummary({{0, 812'414'000, 40211}, {1, 0, 0}});
+      gpuprio::scheduler::FormatDispatcherSummary(
+          {{0, 812'414'000, 40211, 9120, 4800, 30551}, {1, 0, 0, 0, 0, 0}});
   REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "dispatcher device=0 cpu_ms=812.41 sleeps=40211");
-  CHECK(lines[1] == "dispatcher device=1 cpu_ms=0.00 sleeps=0");
+  CHECK(lines[0] ==
+        "dispatcher device=0 cpu_ms=812.41 sleeps=40211 marks=9120 direct_marks=4800 "
+        "mark_queries=30551");
+  CHECK(lines[1] == "dispatcher device=1 cpu_ms=0.00 sleeps=0 marks=0 direct_marks=0 mark_queries=0");
 }
 
 }  // namespace
