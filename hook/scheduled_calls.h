@@ -17,6 +17,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "hook/api_table.h"
 #include "hook/interceptor.h"
 #include "hook/op_cost_hint.h"
@@ -71,13 +73,21 @@ CUresult IssueTupleOp(scheduler::Op& op) {
   return std::apply(real, *args);
 }
 
+// After a timed call on its caller (Scheduler::times_caller_calls): the level's statistics and
+// the timing observer hear of it. Out of line and free of the call's arguments, so that the
+// untimed path keeps them in registers.
+void NoteCallerCall(scheduler::Scheduler* s, ApiId id, const scheduler::StreamState* stream,
+                    int priority, int64_t begin_ns, int64_t end_ns);
+
+// With SchedulerOptions::time_calls: a stream call at `priority` that began at `begin_ns` ends.
+void NoteCallTimeSince(scheduler::Scheduler* s, int priority, int64_t begin_ns);
+
 // Makes a stream call's real driver call on the calling thread; an installed tracer hears of it,
 // and with SchedulerOptions::time_calls its level counts the time.
 template <ApiId kId, typename Call>
 CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* stream, int priority,
                       Call call) {
-  scheduler::OpObserver* observer = s->timing_observer();
-  if (observer == nullptr && !s->options().time_calls) {
+  if (ABSL_PREDICT_TRUE(!s->times_caller_calls())) {
     DriverCallScope in_driver;
     return call();
   }
@@ -87,14 +97,7 @@ CUresult CallOnCaller(scheduler::Scheduler* s, const scheduler::StreamState* str
     DriverCallScope in_driver;
     result = call();
   }
-  const int64_t end_ns = base::SteadyNowNs();
-  if (s->options().time_calls) {
-    s->NoteCallerDriverTime(priority, static_cast<uint64_t>(end_ns - begin_ns));
-  }
-  if (observer != nullptr) {
-    observer->OnCallerIssue(Info(kId).symbol, priority,
-                            stream != nullptr ? stream->stream : nullptr, begin_ns, end_ns);
-  }
+  NoteCallerCall(s, kId, stream, priority, begin_ns, base::SteadyNowNs());
   return result;
 }
 
@@ -164,8 +167,9 @@ struct NoExtraSteps {
 // dispatcher would issue it at once, its own thread does (the fast path); otherwise it becomes an
 // op (`make_op(priority)`) and is queued. `call` makes the real driver call on this thread.
 template <ApiId kId, typename Steps, typename MakeOp, typename Call>
-CUresult ScheduleStreamCallAt(scheduler::Scheduler* s, scheduler::StreamState* stream,
-                              int priority, Steps& steps, MakeOp& make_op, Call& call) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline CUresult ScheduleStreamCallAt(
+    scheduler::Scheduler* s, scheduler::StreamState* stream, int priority, Steps& steps,
+    MakeOp& make_op, Call& call) {
   if (!MustRunInline(s, stream)) {
     if (steps.MayIssueDirect() &&
         s->MayIssueDirect(stream, priority, steps.MayPassQueuedWork())) {
@@ -189,14 +193,13 @@ template <ApiId kId, typename Steps, typename MakeOp, typename Call>
 CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
                             MakeOp make_op, Call call) {
   const int priority = s->EffectivePriority(stream);
-  if (!s->options().time_calls) {
-    return ScheduleStreamCallAt<kId>(s, stream, priority, steps, make_op, call);
-  }
   // What the application's thread pays per call, whichever way it went (docs/user_guide.md, the
-  // exit summary): the measure of gpuprio's cost to a thread, as the queue delay is to its work.
-  const int64_t begin_ns = base::SteadyNowNs();
+  // exit summary). One copy of the pipeline for both: a second, timed copy in the wrapper costs
+  // the untimed path ~5 ns a launch (tools/bench/run_passthrough_overhead.sh).
+  const bool timed = s->options().time_calls;
+  const int64_t begin_ns = ABSL_PREDICT_FALSE(timed) ? base::SteadyNowNs() : 0;
   const CUresult result = ScheduleStreamCallAt<kId>(s, stream, priority, steps, make_op, call);
-  s->NoteCallTime(priority, static_cast<uint64_t>(base::SteadyNowNs() - begin_ns));
+  if (ABSL_PREDICT_FALSE(timed)) NoteCallTimeSince(s, priority, begin_ns);
   return result;
 }
 

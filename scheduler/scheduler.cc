@@ -56,7 +56,8 @@ Scheduler::Scheduler(const SchedulerOptions& options, const DriverFunctions& dri
     : options_(options),
       driver_(driver),
       observer_(observer),
-      timing_observer_(observer != nullptr && observer->WantsTimings() ? observer : nullptr) {}
+      timing_observer_(observer != nullptr && observer->WantsTimings() ? observer : nullptr),
+      times_caller_calls_(timing_observer_ != nullptr || options_.time_calls) {}
 
 Scheduler::~Scheduler() { StopDispatchers(); }
 

@@ -44,6 +44,9 @@ class Scheduler {
   OpObserver* observer() const { return observer_; }
   // The observer if it wants OnCallerIssue / OnQueueState (OpObserver::WantsTimings), else null.
   OpObserver* timing_observer() const { return timing_observer_; }
+  // Whether a call run on its caller is timed: for the timing observer, or for the level's
+  // statistics (SchedulerOptions::time_calls). One flag, so the untimed path tests one word.
+  bool times_caller_calls() const { return times_caller_calls_; }
 
   // The scheduled stream a call names, or null when gpuprio does not defer work on it: the
   // per-thread default stream (CU_STREAM_PER_THREAD, or 0 through a _ptsz/_ptds entry point),
@@ -198,6 +201,7 @@ class Scheduler {
   const DriverFunctions driver_;
   OpObserver* const observer_;
   OpObserver* const timing_observer_;
+  const bool times_caller_calls_;
   PriorityLevels levels_;
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};
