@@ -238,7 +238,14 @@ struct InlineCall {
     if constexpr (kHasArg<CUstream, Args...>) {
       stream = StreamOfCall<kId>(s, args...);
     }
-    return RunInline<kId>(s, stream, s->EffectivePriority(stream), real, args...);
+    const int priority = s->EffectivePriority(stream);
+    // Timed like ScheduleStreamCall's calls (SchedulerOptions::time_calls), so that the level's
+    // call count covers every call whose driver time it counts.
+    const bool timed = s->options().time_calls;
+    const int64_t begin_ns = ABSL_PREDICT_FALSE(timed) ? base::SteadyNowNs() : 0;
+    const CUresult result = RunInline<kId>(s, stream, priority, real, args...);
+    if (ABSL_PREDICT_FALSE(timed)) NoteCallTimeSince(s, priority, begin_ns);
+    return result;
   }
 };
 

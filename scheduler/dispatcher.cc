@@ -271,9 +271,9 @@ void Dispatcher::Run() {
   if (!stop_bounded_.load(std::memory_order_seq_cst)) BringAllHome();
   timespec cpu{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
-    thread_cpu_ns_.fetch_add(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u +
-                                 static_cast<uint64_t>(cpu.tv_nsec),
-                             std::memory_order_relaxed);
+    thread_cpu_ns_.fetch_add(
+        static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::DurationFromTimespec(cpu))),
+        std::memory_order_relaxed);
   }
 }
 
@@ -395,7 +395,6 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
 
 void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
                       bool wake_for_direct_work) {
-  CountActivity(sleeps_);
   parked_.store(true, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
@@ -403,10 +402,15 @@ void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
     // after it set parked_ (all seq_cst), so a wake-up cannot be lost. New work (perhaps more
     // important) or a stop request ends the wait at once, and so may a released stream.
     const absl::Time deadline = absl::Now() + timeout;
+    bool slept = false;
     while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
            !wake_requested_.load(std::memory_order_seq_cst) &&
            !(wake_for_released_streams && has_released_.load(std::memory_order_acquire)) &&
            !(wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr)) {
+      if (!slept) {
+        CountActivity(sleeps_);
+        slept = true;
+      }
       if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
     }
   }

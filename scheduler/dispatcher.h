@@ -55,8 +55,8 @@ class Dispatcher {
   coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
 
   // What the dispatcher thread cost the process (the exit summary): CPU time over its runs that
-  // have ended (a run ends at Stop: exit, a capture), how often it went to sleep (each sleep is a
-  // wake-up later, by new work or a timeout), and the driver calls it made besides issuing ops:
+  // have ended (a run ends at Stop: exit, a capture), how often it went to sleep (waited on its
+  // condition: each sleep is a wake-up later, by new work or a timeout), and the driver calls it made besides issuing ops:
   // completion marks (event records) on the application's streams, those of them behind work
   // that clients issued themselves (the fast path: on the client's own stream, while the client
   // may be launching on it), and queries of the marks.
@@ -248,6 +248,11 @@ class Dispatcher {
   void AddCompletionMark(StreamQueue* q);
   void MarkAllUncovered();
   CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
+  // An Activity counter has one writer (the dispatcher thread): a load and a store, no
+  // read-modify-write.
+  static void CountActivity(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   void Retire(StreamQueue* q, size_t count);
   CUevent TakeEvent(StreamQueue* q);
   void NotifyWaiters();
@@ -279,16 +284,12 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
-  // Activity. Written by the dispatcher thread alone (CountActivity), read at exit.
+  // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> direct_marks_{0};
   std::atomic<uint64_t> mark_queries_{0};
-  // One writer: a load and a store, no read-modify-write.
-  static void CountActivity(std::atomic<uint64_t>& counter) {
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
   // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
   std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).

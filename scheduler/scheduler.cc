@@ -289,8 +289,10 @@ std::vector<Dispatcher::Activity> Scheduler::DispatcherActivity() {
   std::vector<Dispatcher::Activity> out;
   absl::ReaderMutexLock lock(&mu_);
   for (const auto& [device, d] : dispatchers_) out.push_back(d->activity());
-  std::sort(out.begin(), out.end(), [](const Dispatcher::Activity& a,
-                                       const Dispatcher::Activity& b) { return a.device < b.device; });
+  std::sort(out.begin(), out.end(),
+            [](const Dispatcher::Activity& a, const Dispatcher::Activity& b) {
+              return a.device < b.device;
+            });
   return out;
 }
 

@@ -20,7 +20,8 @@
 //             GPUPRIO_MAX_QUEUED=N, at least 400 - N: the thread waited instead of queueing all).
 //   call_time one thread launches 5 kernels while each real cuLaunchKernel takes 20 ms (the
 //             fake's call delay) and synchronizes: what the exit summary's call times say
-//             depends on which thread made the real calls.
+//             depends on which thread made the real calls. With argv[2] = "inline": one
+//             cuMemAllocAsync (an inline row) taking 20 ms, then cuMemFreeAsync, instead.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -343,14 +344,23 @@ int Backpressure() {
   return fake_client::Succeed();
 }
 
-int CallTime() {
+int CallTime(bool inline_row) {
   Init();
-  CUfunction empty = Function("empty");
   CUstream stream;
   CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
-  fakecuda_set_call_delay_ns("cuLaunchKernel", 20'000'000);
-  for (int i = 0; i < 5; ++i) {
-    CheckCu(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr), "launch");
+  if (inline_row) {
+    // A row of the inline class (it runs on its caller after its stream's work), then an ordered
+    // free: two calls.
+    fakecuda_set_call_delay_ns("cuMemAllocAsync", 20'000'000);
+    CUdeviceptr p = 0;
+    CheckCu(cuMemAllocAsync(&p, 256, stream), "cuMemAllocAsync");
+    CheckCu(cuMemFreeAsync(p, stream), "cuMemFreeAsync");
+  } else {
+    CUfunction empty = Function("empty");
+    fakecuda_set_call_delay_ns("cuLaunchKernel", 20'000'000);
+    for (int i = 0; i < 5; ++i) {
+      CheckCu(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr), "launch");
+    }
   }
   CheckCu(cuStreamSynchronize(stream), "sync");
   return fake_client::Succeed();
@@ -368,6 +378,6 @@ int main(int argc, char** argv) {
   if (scenario == "priority") return Priority();
   if (scenario == "direct") return Direct();
   if (scenario == "backpressure") return Backpressure();
-  if (scenario == "call_time") return CallTime();
+  if (scenario == "call_time") return CallTime(argc > 2 && std::string(argv[2]) == "inline");
   Fail("unknown scenario");
 }

@@ -178,24 +178,27 @@ double NumberAfter(const std::string& line, const std::string& key, size_t from 
 
 TEST_CASE("The exit summary says how long the application's threads spent in stream calls",
           "[scheduler]") {
-  // Each real cuLaunchKernel takes 20 ms (the fake's delay); five launches on one stream.
+  // Each real call the client times takes 20 ms (the fake's delay).
   const std::string client = Path("tests/scheduler/sched_client");
-  auto summary_of = [&](const Env& extra) {
+  auto summary_of = [&](const std::string& variant, const Env& extra) {
     Env env = extra;
     env.emplace_back("GPUPRIO_LOG", "info");
-    const gpuprio_test::ProcessResult run = Run({client, "call_time"}, ClientEnv("schedule", env));
+    const gpuprio_test::ProcessResult run =
+        Run({client, "call_time", variant}, ClientEnv("schedule", env));
     std::pair<std::string, std::string> lines;  // the level's line, the dispatcher's
     for (absl::string_view line : absl::StrSplit(run.stderr_text, '\n')) {
       if (absl::StartsWith(line, "gpuprio: priority=0 ")) lines.first = std::string(line);
-      if (absl::StartsWith(line, "gpuprio: dispatcher device=0 ")) lines.second = std::string(line);
+      if (absl::StartsWith(line, "gpuprio: dispatcher device=0 ")) {
+        lines.second = std::string(line);
+      }
     }
     INFO(run.stderr_text);
     REQUIRE(run.exit_code == 0);
     return lines;
   };
   SECTION("fast path: the real calls are made on the caller, and their time is its") {
-    const auto [level, dispatcher] = summary_of({});
-    INFO(level);
+    const auto [level, dispatcher] = summary_of("launches", {});
+    INFO(level << "\n" << dispatcher);
     const size_t at = level.find(" calls=5 in_call_us ");
     REQUIRE(at != std::string::npos);
     const double mean = NumberAfter(level, "mean=", at);
@@ -204,23 +207,30 @@ TEST_CASE("The exit summary says how long the application's threads spent in str
     CHECK(mean >= driver);
     CHECK(NumberAfter(level, "max=", at) >= 20000.0);
     // The dispatcher marked the client's own work to see it end (at the latest when it stopped).
-    INFO(dispatcher);
     CHECK(NumberAfter(dispatcher, "direct_marks=") >= 1.0);
   }
   SECTION("queued: the dispatcher makes the real calls; the caller only hands them over") {
-    const auto [level, dispatcher] = summary_of({{"GPUPRIO_DIRECT_ISSUE", "0"}});
+    const auto [level, dispatcher] = summary_of("launches", {{"GPUPRIO_DIRECT_ISSUE", "0"}});
     INFO(level << "\n" << dispatcher);
     const size_t at = level.find(" calls=5 in_call_us ");
     REQUIRE(at != std::string::npos);
+    // (How long a hand-over takes is not checked: under TSan on a loaded machine one took 230 ms.)
     CHECK(NumberAfter(level, "(driver ", at) == 0.0);
-    CHECK(NumberAfter(level, "mean=", at) < 20000.0);
-    // Its thread ran. (Whether it slept depends on timing: it may spin through the waits.)
+    // Its thread ran, marked the work it issued and watched the marks; no client issued any.
     CHECK(NumberAfter(dispatcher, "cpu_ms=") > 0.0);
-    CHECK(NumberAfter(dispatcher, "sleeps=") >= 0.0);
-    // It marked the work it issued, watched the marks, and no client issued any itself.
     CHECK(NumberAfter(dispatcher, " marks=") >= 1.0);
     CHECK(NumberAfter(dispatcher, "mark_queries=") >= 1.0);
     CHECK(NumberAfter(dispatcher, "direct_marks=") == 0.0);
+  }
+  SECTION("an inline-class call counts, as a call and as driver time on its caller") {
+    // cuMemAllocAsync (20 ms, run on the caller) and the ordered cuMemFreeAsync.
+    const auto [level, dispatcher] = summary_of("inline", {});
+    INFO(level);
+    const size_t at = level.find(" calls=2 in_call_us ");
+    REQUIRE(at != std::string::npos);
+    const double driver = NumberAfter(level, "(driver ", at);
+    CHECK(driver >= 10000.0);  // 20 ms over two calls
+    CHECK(NumberAfter(level, "mean=", at) >= driver);
   }
 }
 

@@ -1,5 +1,5 @@
 // scheduler/latency_histogram.h (bucket bounds, percentiles, concurrent recording) and the
-// per-priority exit summary lines built from it (scheduler/priority_summary.h).
+// scheduler's exit summary lines, per priority and per dispatcher (scheduler/priority_summary.h).
 #include "scheduler/latency_histogram.h"
 
 #include <cstdint>
