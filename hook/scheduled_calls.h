@@ -82,6 +82,21 @@ void NoteCallerCall(scheduler::Scheduler* s, ApiId id, const scheduler::StreamSt
 // With SchedulerOptions::time_calls: a stream call at `priority` that began at `begin_ns` ends.
 void NoteCallTimeSince(scheduler::Scheduler* s, int priority, int64_t begin_ns);
 
+// Times one stream call for SchedulerOptions::time_calls (what the application's thread pays,
+// whichever way the call went: docs/user_guide.md, the exit summary). Untimed, it costs one test
+// at each end; the bookkeeping is out of line.
+class StreamCallTimer {
+ public:
+  explicit StreamCallTimer(const scheduler::Scheduler* s)
+      : begin_ns_(ABSL_PREDICT_FALSE(s->options().time_calls) ? base::SteadyNowNs() : 0) {}
+  void End(scheduler::Scheduler* s, int priority) const {
+    if (ABSL_PREDICT_FALSE(begin_ns_ != 0)) NoteCallTimeSince(s, priority, begin_ns_);
+  }
+
+ private:
+  const int64_t begin_ns_;  // 0: not timed (the steady clock never reads 0)
+};
+
 // Makes a stream call's real driver call on the calling thread; an installed tracer hears of it,
 // and with SchedulerOptions::time_calls its level counts the time.
 template <ApiId kId, typename Call>
@@ -193,13 +208,11 @@ template <ApiId kId, typename Steps, typename MakeOp, typename Call>
 CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
                             MakeOp make_op, Call call) {
   const int priority = s->EffectivePriority(stream);
-  // What the application's thread pays per call, whichever way it went (docs/user_guide.md, the
-  // exit summary). One copy of the pipeline for both: a second, timed copy in the wrapper costs
-  // the untimed path ~5 ns a launch (tools/bench/run_passthrough_overhead.sh).
-  const bool timed = s->options().time_calls;
-  const int64_t begin_ns = ABSL_PREDICT_FALSE(timed) ? base::SteadyNowNs() : 0;
+  // One copy of the pipeline, timed or not: a second, timed copy in the wrapper costs the untimed
+  // path ~5 ns a launch (tools/bench/run_passthrough_overhead.sh).
+  const StreamCallTimer timer(s);
   const CUresult result = ScheduleStreamCallAt<kId>(s, stream, priority, steps, make_op, call);
-  if (ABSL_PREDICT_FALSE(timed)) NoteCallTimeSince(s, priority, begin_ns);
+  timer.End(s, priority);
   return result;
 }
 
@@ -239,12 +252,11 @@ struct InlineCall {
       stream = StreamOfCall<kId>(s, args...);
     }
     const int priority = s->EffectivePriority(stream);
-    // Timed like ScheduleStreamCall's calls (SchedulerOptions::time_calls), so that the level's
-    // call count covers every call whose driver time it counts.
-    const bool timed = s->options().time_calls;
-    const int64_t begin_ns = ABSL_PREDICT_FALSE(timed) ? base::SteadyNowNs() : 0;
+    // Timed like ScheduleStreamCall's calls, so that the level's call count covers every call
+    // whose driver time it counts.
+    const StreamCallTimer timer(s);
     const CUresult result = RunInline<kId>(s, stream, priority, real, args...);
-    if (ABSL_PREDICT_FALSE(timed)) NoteCallTimeSince(s, priority, begin_ns);
+    timer.End(s, priority);
     return result;
   }
 };

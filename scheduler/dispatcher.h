@@ -56,10 +56,10 @@ class Dispatcher {
 
   // What the dispatcher thread cost the process (the exit summary): CPU time over its runs that
   // have ended (a run ends at Stop: exit, a capture), how often it went to sleep (waited on its
-  // condition: each sleep is a wake-up later, by new work or a timeout), and the driver calls it made besides issuing ops:
-  // completion marks (event records) on the application's streams, those of them behind work
-  // that clients issued themselves (the fast path: on the client's own stream, while the client
-  // may be launching on it), and queries of the marks.
+  // condition: each sleep is a wake-up later, by new work or a timeout), and the driver calls it
+  // made besides issuing ops: completion marks (event records) on the application's streams,
+  // those of them behind work that clients issued themselves (the fast path: on the client's own
+  // stream, while the client may be launching on it), and queries of the marks.
   struct Activity {
     int device = 0;
     uint64_t cpu_ns = 0;
