@@ -92,8 +92,15 @@ void Dispatcher::Submit(Op* op) {
   // Other processes see the level active before the op can be issued (the dispatcher withdraws
   // it only once the op is counted, issued and complete).
   if (coordinator_ != nullptr) coordinator_->NoteSubmit(op->priority, op->submit_ns);
+  const int priority = op->priority;
   inbox_.Push(op);  // `op` belongs to the dispatcher from here on
-  if (parked_.load(std::memory_order_seq_cst)) Wake();
+  // A dispatcher held on more important work needs no wake-up for this op: it could not go
+  // first. ParkHeld sets the floor before it looks at the inbox, and this thread reads it after
+  // the push (both seq_cst), so an op above the floor is either seen or wakes it.
+  if (parked_.load(std::memory_order_seq_cst) &&
+      priority > park_floor_.load(std::memory_order_seq_cst)) {
+    Wake();
+  }
   const uint64_t target = BackpressureWaitTarget(
       submitted, s->issued.load(std::memory_order_acquire), options_.max_queued_per_stream);
   if (target != 0) {
@@ -158,9 +165,14 @@ void Dispatcher::AdoptDirectWork() {
       q.tracked = true;
       tracking_.push_back(&q);
     }
-    const size_t marks = q.marks.size();
-    AddCompletionMark(&q);
-    if (q.marks.size() > marks) CountActivity(direct_marks_);
+    // Each round adopts what clients issued since the last: while work is held back that is
+    // thousands of rounds a second, and a mark each would be recorded on the stream its client
+    // is launching on. Work left unmarked is marked by a later round (or before a park).
+    if (active_.empty() || MarkDueWhileHeld(q, now)) {
+      const size_t marks = q.marks.size();
+      AddCompletionMark(&q);
+      if (q.marks.size() > marks) CountActivity(direct_marks_);
+    }
     s = next;
   }
 }
@@ -236,7 +248,7 @@ void Dispatcher::Run() {
         AbandonPending();
         continue;
       }
-      MarkAllUncovered();
+      MarkAllUncovered(/*held=*/true);
       if (coordinator_ != nullptr) {
         PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
       }
@@ -256,7 +268,7 @@ void Dispatcher::Run() {
     // driver call while parked: completions are polled when work arrives (before anything is
     // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
     // driver.
-    MarkAllUncovered();
+    MarkAllUncovered(/*held=*/false);
     if (coordinator_ != nullptr) {
       ParkIdle(&held_rounds, &held_backoff_ns);
       continue;  // idle_since stays: the spin is not repeated after every poll
@@ -292,8 +304,7 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   const int64_t now = SteadyNowNs();
   if (until - now > kMinBackoffNs) {
     *backoff_ns = 0;
-    Park(absl::Nanoseconds(std::min<int64_t>(until - now, kMaxConfinedSleepNs)),
-         /*wake_for_released_streams=*/false);
+    ParkHeld(absl::Nanoseconds(std::min<int64_t>(until - now, kMaxConfinedSleepNs)));
     return;
   }
   if (++*rounds <= kSpinRounds) {
@@ -306,8 +317,30 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  // A released stream waits for the next round: it may stay listed while its ops are held.
-  Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/false);
+  ParkHeld(absl::Nanoseconds(*backoff_ns));
+}
+
+void Dispatcher::ParkHeld(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  park_floor_.store(held_priority_, std::memory_order_seq_cst);
+  for (;;) {
+    // A released stream waits for the next round: it may stay listed while its ops are held.
+    Park(deadline - absl::Now(), /*wake_for_released_streams=*/false);
+    if (stop_.load(std::memory_order_seq_cst) || absl::Now() >= deadline || inbox_.Empty()) {
+      break;  // a stop, the timeout, or a wake-up asked for (NoteDirect)
+    }
+    // Woken by new work. A less or equally important op cannot go before the held one (which
+    // is the most important ready to go, and older), so it only joins its queue: a batch job
+    // that submits while it is held back must not turn each submission into a round of
+    // completion polls, driver calls that compete with a server's own launches.
+    bool urgent = false;
+    while (Op* op = inbox_.Pop()) {
+      urgent = urgent || op->priority > held_priority_;
+      Enqueue(op);
+    }
+    if (urgent) break;
+  }
+  park_floor_.store(std::numeric_limits<int>::min(), std::memory_order_seq_cst);
 }
 
 void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
@@ -440,14 +473,18 @@ bool Dispatcher::DrainInbox() {
   bool any = false;
   while (Op* op = inbox_.Pop()) {
     any = true;
-    op->seq = next_seq_++;
-    StreamQueue& q = QueueFor(op->stream);
-    if (q.pending.empty()) active_.push_back(&q);
-    q.pending.push_back(op);
-    op->queued_estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-    AdjustPending(op->priority, +1, static_cast<int64_t>(op->queued_estimate_ns));
+    Enqueue(op);
   }
   return any;
+}
+
+void Dispatcher::Enqueue(Op* op) {
+  op->seq = next_seq_++;
+  StreamQueue& q = QueueFor(op->stream);
+  if (q.pending.empty()) active_.push_back(&q);
+  q.pending.push_back(op);
+  op->queued_estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+  AdjustPending(op->priority, +1, static_cast<int64_t>(op->queued_estimate_ns));
 }
 
 void Dispatcher::AdjustPending(int priority, int delta, int64_t delta_ns) {
@@ -558,6 +595,7 @@ bool Dispatcher::IssueNext() {
     const Op* b = best->pending.front();
     if (h->priority > b->priority || (h->priority == b->priority && h->seq < b->seq)) best = q;
   }
+  held_priority_ = best->pending.front()->priority;  // if it is held, ParkHeld's floor
   // What must go first for `best` to be correct goes first, whatever its priority (priority
   // inheritance): the chain is acyclic because every link goes to a smaller sequence number or
   // to a stream the head waits for.
@@ -601,11 +639,16 @@ bool Dispatcher::IssueNext() {
               static_cast<int64_t>(estimates_.Estimate(op->cost_key, op->cost_hint_ns)) >
           static_cast<int64_t>(options_.confined_queue_ns)) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
+    // Room is due when the oldest confined op ends. The queue holds a bound's worth of work, so
+    // the thread may sleep a tenth of that in any case: polling the twin faster (an estimate
+    // already past, as for an op that waited in the queue) would only cost driver calls.
+    int64_t until = now + static_cast<int64_t>(options_.confined_queue_ns / 10);
     for (const InFlight& f : q->in_flight) {
       if (!f.confined) continue;
-      confined_wait_until_ns_ = f.issue_ns + static_cast<int64_t>(f.estimate_ns);
+      until = std::max(until, f.issue_ns + static_cast<int64_t>(f.estimate_ns));
       break;
     }
+    confined_wait_until_ns_ = until;
     return false;
   }
   if (!inherited && !confine) {
@@ -1059,6 +1102,7 @@ void Dispatcher::AddCompletionMark(StreamQueue* q) {
     return;
   }
   q->marks.push_back({event, q->in_flight.size(), q->in_flight.size() - covered == 1});
+  q->last_mark_ns = SteadyNowNs();
   CountActivity(marks_);
 }
 
@@ -1067,8 +1111,10 @@ CUresult Dispatcher::QueryMark(CUevent event) {
   return driver_.event_query(event);
 }
 
-void Dispatcher::MarkAllUncovered() {
+void Dispatcher::MarkAllUncovered(bool held) {
+  const int64_t now = held ? SteadyNowNs() : 0;
   for (StreamQueue* q : tracking_) {
+    if (held && !MarkDueWhileHeld(*q, now)) continue;
     SetContext(q->state->context);
     AddCompletionMark(q);
   }

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -169,6 +170,7 @@ class Dispatcher {
     CUevent last_completed = nullptr;  // kept for the next elapsed-time measurement
     std::vector<CUevent> free_events;  // created in this stream's context
     int ops_since_mark = 0;
+    int64_t last_mark_ns = 0;  // when its latest completion mark was recorded
     bool tracked = false;  // listed in tracking_
     // Spatial isolation. The twin is created the first time the stream's work is confined.
     ContextLinks* links = nullptr;  // of the stream's context
@@ -196,8 +198,13 @@ class Dispatcher {
   // what other processes wait for) and the heartbeat keeps beating.
   void ParkIdle(int* rounds, int64_t* backoff_ns);
   // Held back by the policy: a short spin, then sleeps of growing length (up to
-  // options.max_held_sleep_ns) that new work cuts short.
+  // options.max_held_sleep_ns) that new work cuts short; held by the confined queue bound, one
+  // sleep until room is due.
   void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
+  // Sleeps like Park while the op the policy holds (held_priority_) is the next to go: work
+  // submitted meanwhile at or below its priority cannot go before it, so it is queued without
+  // ending the sleep (and its client does not wake this thread).
+  void ParkHeld(absl::Duration timeout);
   // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
   // client issued directly), or `timeout` passes.
   void Park(absl::Duration timeout, bool wake_for_released_streams,
@@ -209,6 +216,7 @@ class Dispatcher {
   void AbandonPending();
   void CollectReleasedStreams();
   bool DrainInbox();
+  void Enqueue(Op* op);  // into its stream's queue (DrainInbox, ParkHeld)
   void AdoptDirectWork();
   // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
   CUresult SetContext(CUcontext context);
@@ -246,7 +254,15 @@ class Dispatcher {
   // A released stream's queue: out of its context's links, its twin destroyed.
   void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
-  void MarkAllUncovered();
+  // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
+  // work is held back and wake again soon, so a stream with a pending mark is marked again only
+  // after options.held_mark_interval_ns (else every stream is marked: a long park follows).
+  void MarkAllUncovered(bool held);
+  // Whether `q`'s uncovered work may get a mark now, under the held_mark_interval_ns rule.
+  bool MarkDueWhileHeld(const StreamQueue& q, int64_t now_ns) const {
+    return q.marks.empty() ||
+           now_ns - q.last_mark_ns >= static_cast<int64_t>(options_.held_mark_interval_ns);
+  }
   CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
   // An Activity counter has one writer (the dispatcher thread): a load and a store, no
   // read-modify-write.
@@ -284,6 +300,9 @@ class Dispatcher {
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
+  // While the dispatcher sleeps in ParkHeld: the held op's priority. A client's op at or below it
+  // does not wake the dispatcher (it could not be issued first); otherwise the lowest int.
+  std::atomic<int> park_floor_{std::numeric_limits<int>::min()};
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> sleeps_{0};
@@ -359,6 +378,9 @@ class Dispatcher {
   // polling (the poll's driver calls would contend with client threads' launches), and tells
   // other processes it holds nothing back (no one waits on it).
   int64_t confined_wait_until_ns_ = 0;
+  // The priority of the op IssueNext last found the policy holding (the most important one
+  // ready to go); meaningful while active_ is not empty after a round that issued nothing.
+  int held_priority_ = std::numeric_limits<int>::min();
 };
 
 }  // namespace gpuprio::scheduler
