@@ -158,6 +158,7 @@ void Dispatcher::AdoptDirectWork() {
     s->direct_unmarked.store(false, std::memory_order_seq_cst);
     const int priority = s->direct_priority.load(std::memory_order_relaxed);
     StreamQueue& q = QueueFor(s);
+    q.client_issues = true;
     SetContext(s->context);
     q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr, false});
     AdjustInFlight(priority, +1, 0);
@@ -639,13 +640,19 @@ bool Dispatcher::IssueNext() {
               static_cast<int64_t>(estimates_.Estimate(op->cost_key, op->cost_hint_ns)) >
           static_cast<int64_t>(options_.confined_queue_ns)) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
-    // Room is due when the oldest confined op ends. The queue holds a bound's worth of work, so
-    // the thread may sleep a tenth of that in any case: polling the twin faster (an estimate
-    // already past, as for an op that waited in the queue) would only cost driver calls.
-    int64_t until = now + static_cast<int64_t>(options_.confined_queue_ns / 10);
+    // Room is due when the oldest confined op ends (by its estimate). When the work queued behind
+    // that op would keep the twin busy through a full sleep twice over, the thread sleeps that
+    // long in any case: polling faster (an estimated end already past, as for an op that waited
+    // in the queue) would only cost driver calls. Behind a long op alone, a late notice would
+    // idle the twin: there the thread wakes at the estimate and polls from then on.
+    int64_t until = now;
     for (const InFlight& f : q->in_flight) {
       if (!f.confined) continue;
-      until = std::max(until, f.issue_ns + static_cast<int64_t>(f.estimate_ns));
+      until = f.issue_ns + static_cast<int64_t>(f.estimate_ns);
+      if (q->confined_in_flight_ns - static_cast<int64_t>(f.estimate_ns) >=
+          2 * kMaxConfinedSleepNs) {
+        until = std::max(until, now + kMaxConfinedSleepNs);
+      }
       break;
     }
     confined_wait_until_ns_ = until;

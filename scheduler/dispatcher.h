@@ -171,6 +171,7 @@ class Dispatcher {
     std::vector<CUevent> free_events;  // created in this stream's context
     int ops_since_mark = 0;
     int64_t last_mark_ns = 0;  // when its latest completion mark was recorded
+    bool client_issues = false;  // its client has issued work on it itself (the fast path)
     bool tracked = false;  // listed in tracking_
     // Spatial isolation. The twin is created the first time the stream's work is confined.
     ContextLinks* links = nullptr;  // of the stream's context
@@ -255,12 +256,15 @@ class Dispatcher {
   void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
   // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
-  // work is held back and wake again soon, so a stream with a pending mark is marked again only
-  // after options.held_mark_interval_ns (else every stream is marked: a long park follows).
+  // work is held back and wake again soon, so a stream its client launches on is marked again
+  // only after options.held_mark_interval_ns while a mark is pending (else every stream is
+  // marked: a long park follows).
   void MarkAllUncovered(bool held);
-  // Whether `q`'s uncovered work may get a mark now, under the held_mark_interval_ns rule.
+  // Whether `q`'s uncovered work may get a mark now, under the held_mark_interval_ns rule. Only
+  // streams a client launches on are throttled: a mark on a stream (or twin) that only this
+  // thread issues on competes with no client's launches, and a fine one frees room sooner.
   bool MarkDueWhileHeld(const StreamQueue& q, int64_t now_ns) const {
-    return q.marks.empty() ||
+    return !q.client_issues || q.marks.empty() ||
            now_ns - q.last_mark_ns >= static_cast<int64_t>(options_.held_mark_interval_ns);
   }
   CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)

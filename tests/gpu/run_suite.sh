@@ -51,6 +51,11 @@
 #                       2 rounds, with GPUPRIO_LOG=info: the exit summaries' time in stream calls
 #                       per level and the dispatcher's CPU time, printed per run (is the server's
 #                       extra host time spent in gpuprio and the driver, or outside them?) [~2.5 min]
+#   iso_torch_ab        iso_torch_threads against a second build of the library (LIB_B, default
+#                       .gpu/libgpuprio_b.so), with the server alone natively and under gpuprio and
+#                       the batch job alone, 3 rounds, GPUPRIO_LOG=info: both builds' exit summaries
+#                       per run (time in the server's stream calls, dispatcher CPU and polls)
+#                                                                                   [~8 min, cap 8.5]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -108,6 +113,12 @@ for step in "$@"; do
         bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" ;;
     iso_torch_calls)
       ROUNDS=2 TORCH_BUDGET=200 TORCH_CONFIGS="alone-gpuprio gpuprio" \
+        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
+        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+    iso_torch_ab)
+      ROUNDS=3 TORCH_BUDGET=490 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
+        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
         bash tools/bench/run_torch_bench.sh "$dir" --threads &&
         python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
