@@ -1,6 +1,8 @@
 // The Dispatcher in process, against scripted driver functions: how it stops when the GPU makes
-// progress and when it makes none, that it hands destroyed streams back for reuse, and that work
-// below another process's level keeps the cross-process budget.
+// progress and when it makes none, that it hands destroyed streams back for reuse, that work
+// below another process's level keeps the cross-process budget, how it measures ops, and how
+// little a thread whose work is held back polls (no wake-up for work that cannot go first, marks
+// behind direct work throttled, confined work's waits on its queue bound).
 #include "scheduler/dispatcher.h"
 
 #include <sys/mman.h>
@@ -8,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <random>
@@ -35,7 +38,9 @@ using gpuprio_test::g_elapsed_ms;
 using gpuprio_test::g_event_records;
 using gpuprio_test::g_events_live;
 using gpuprio_test::g_gpu_progresses;
+using gpuprio_test::g_green_streams_created;
 using gpuprio_test::ScriptedDriver;
+using gpuprio_test::ScriptedDriverWithGreenContexts;
 
 std::atomic<int> g_issued{0};
 
@@ -46,17 +51,21 @@ CUresult IssueKernel(Op&) {
 
 const int kKernel = 0;  // its address is the kernel's cost key
 
-void SubmitLow(Dispatcher& d, StreamState& s, int count) {
+void Submit(Dispatcher& d, StreamState& s, int priority, int count) {
   for (int i = 0; i < count; ++i) {
     Op* op = OpPool::ForThisThread().Take();
     op->issue = &IssueKernel;
     op->name = "kernel";
     op->stream = &s;
-    op->priority = -1;  // below the ceiling: on the budget
+    op->priority = priority;
     op->cost_key = &kKernel;
     op->submit_ns = gpuprio::base::SteadyNowNs();
     d.Submit(op);
   }
+}
+
+void SubmitLow(Dispatcher& d, StreamState& s, int count) {
+  Submit(d, s, /*priority=*/-1, count);  // below the ceiling: on the budget
 }
 
 // A created stream of the scripted context, handled by `d`.
@@ -357,6 +366,170 @@ TEST_CASE("An over-estimate falls once ops alone in flight end sooner than it sa
   d.Stop(/*bounded=*/true);
   g_gpu_progresses = true;
   g_elapsed_ms = 1.0f;
+}
+
+int64_t MsSince(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               begin)
+      .count();
+}
+
+// Waits until a dispatcher held with nothing arriving begins a sleep of about `min_ms` or more:
+// its held sleeps double, so one that begins at least `min_ms / 2` after the one before is that
+// long (or options.max_held_sleep_ns). Each sleep is counted as it begins (Activity::sleeps).
+bool WaitForLongHeldSleep(const Dispatcher& d, int64_t min_ms, int64_t timeout_ms) {
+  const auto begin = std::chrono::steady_clock::now();
+  uint64_t sleeps = d.activity().sleeps;
+  auto last = begin;  // a sleep began here or before (the first interval is an under-estimate)
+  while (MsSince(begin) < timeout_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const uint64_t now_sleeps = d.activity().sleeps;
+    if (now_sleeps == sleeps) continue;
+    const auto now = std::chrono::steady_clock::now();
+    const bool long_one = now - last >= std::chrono::milliseconds(min_ms / 2);
+    sleeps = now_sleeps;
+    last = now;
+    if (long_one) return true;
+  }
+  return false;
+}
+
+TEST_CASE("A dispatcher held back is not woken by work that cannot go first, only by work that can",
+          "[dispatcher]") {
+  // A batch job submits while its earlier work is held by the budget: its new ops could not be
+  // issued before the held one, so waking the dispatcher for each (a round of completion
+  // polls, then the held spin and backoff again) only adds driver calls beside a server's own
+  // launches. A more important op must still end the sleep at once.
+  g_gpu_progresses = false;  // nothing completes: the budget holds the low work
+  g_issued = 0;
+  SchedulerOptions o = Options();
+  o.max_held_sleep_ns = 2'000'000'000;  // timer wake-ups are rare
+  PriorityLevels levels;
+  Dispatcher d(0, ScriptedDriver(), o, &levels, nullptr);
+  StreamState s, t;
+  AttachStream(d, s);
+  AttachStream(d, t);
+  t.stream = reinterpret_cast<CUstream>(0x3000);
+  SubmitLow(d, s, 10);  // two issued (see "Stopping at exit gives up..."), eight held
+  // Held sleeps double from 20 us: wait for one of at least 400 ms, so no timer wake-up falls in
+  // what follows (one would drain the new ops and start the backoff over, and so would each
+  // later one).
+  REQUIRE(WaitForLongHeldSleep(d, 400, 5000));
+  const uint64_t q0 = d.activity().mark_queries;
+  for (int i = 0; i < 50; ++i) {
+    SubmitLow(d, s, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const uint64_t q1 = d.activity().mark_queries;
+  INFO("mark queries while 50 low ops arrived: " << q1 - q0);
+  // Woken by each, the dispatcher would poll at least twice per op (hundreds in all).
+  CHECK(q1 - q0 < 10u);
+  CHECK(g_issued.load() == 2);
+
+  // Above the held op's priority, on another stream: the sleep ends and the op is issued.
+  Submit(d, t, /*priority=*/1, 1);
+  bool issued = false;
+  for (int i = 0; i < 500 && !issued; ++i) {
+    issued = g_issued.load() == 3;
+    if (!issued) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(issued);
+  CHECK(t.issued.load() == 1);
+
+  g_gpu_progresses = true;
+  d.Stop(/*bounded=*/true);
+  CHECK(g_issued.load() == 61);
+  CHECK(s.issued.load() == 60);
+  CHECK(t.issued.load() == 1);
+}
+
+TEST_CASE("While work is held back, marks behind direct work wait for the held mark interval",
+          "[dispatcher]") {
+  // A server launches on the fast path while a batch thread's work is held: the dispatcher runs
+  // a round every millisecond or less, and a mark per round behind the server's work is an event
+  // record on the very stream the server launches on. While the last mark is pending, one more
+  // per options.held_mark_interval_ns is enough; the work is still marked, and its end seen.
+  g_gpu_progresses = false;
+  g_issued = 0;
+  SchedulerOptions o = Options();
+  o.max_held_sleep_ns = 1'000'000;       // held rounds at least every millisecond
+  o.held_mark_interval_ns = 50'000'000;  // throttled marks: one per 50 ms
+  PriorityLevels levels;
+  Dispatcher d(0, ScriptedDriver(), o, &levels, nullptr);  // no coordinator: no wake-ups
+  StreamState s, server;
+  AttachStream(d, s);
+  AttachStream(d, server);
+  server.stream = reinterpret_cast<CUstream>(0x3000);
+  SubmitLow(d, s, 10);  // two issued (and marked), eight held
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // held, polling
+  const int r0 = g_event_records.load();
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    d.NoteDirect(&server, 1, gpuprio::base::SteadyNowNs());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const int records = g_event_records.load() - r0;
+  const int64_t elapsed_ms = MsSince(begin);
+  INFO("event records in " << elapsed_ms << " ms of direct work: " << records);
+  // The first mark at once (none pending), then one per 50 ms; a mark per round that adopted
+  // work would be about one per NoteDirect.
+  CHECK(records >= 1);
+  CHECK(records <= 2 + elapsed_ms / 50);
+
+  // Liveness: the unmarked work is marked later, and every end is seen once the GPU progresses.
+  g_gpu_progresses = true;
+  bool done = false;
+  for (int i = 0; i < 5000 && !done; ++i) {
+    done = g_issued.load() == 10 && levels.At(1).in_flight_ops.load() == 0 &&
+           levels.At(-1).in_flight_ops.load() == 0;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  INFO("issued " << g_issued.load() << ", in flight: level 1 "
+                 << levels.At(1).in_flight_ops.load() << ", level -1 "
+                 << levels.At(-1).in_flight_ops.load());
+  CHECK(done);
+  d.Stop(/*bounded=*/true);
+}
+
+TEST_CASE("Confined work held by its queue bound is polled once a millisecond, not continually",
+          "[dispatcher]") {
+  // Every op confined to a twin (kForce); nothing completes, so after 20 ops of 1 ms the twin's
+  // queue holds its bound (20 ms) and the rest wait for room. Room comes no sooner than the
+  // oldest op's end, and 19 ms of work are queued behind it: the thread sleeps 1 ms between
+  // polls, even once the estimated end of that op is past. Polling as if held by the budget
+  // (sleeps of max_held_sleep_ns, 200 us) would cost four or five times the driver calls.
+  g_gpu_progresses = false;
+  g_issued = 0;
+  const int twins_before = g_green_streams_created.load();
+  SchedulerOptions o = Options();
+  o.isolation = gpuprio::scheduler::Isolation::kForce;
+  o.confined_queue_ns = 20'000'000;
+  o.default_estimate_ns = 1'000'000;
+  PriorityLevels levels;
+  Dispatcher d(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  StreamState s;
+  AttachStream(d, s);
+  SubmitLow(d, s, 40);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // every estimated end is past
+  CHECK(g_issued.load() == 20);  // the rest held by the queue bound
+  CHECK(g_green_streams_created.load() == twins_before + 1);
+  CHECK(levels.At(-1).ops_confined.load() == 20);
+  const auto begin = std::chrono::steady_clock::now();
+  const uint64_t q0 = d.activity().mark_queries;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t q1 = d.activity().mark_queries;
+  const int64_t elapsed_ms = MsSince(begin);
+  INFO("mark queries in " << elapsed_ms << " ms: " << q1 - q0);
+  // One stream tracked: each round queries its oldest pending mark once. Rounds 1 ms apart
+  // make at most one query per millisecond; the budget's polling makes four or more.
+  CHECK(q1 - q0 <= static_cast<uint64_t>(elapsed_ms + elapsed_ms / 2 + 10));
+
+  g_gpu_progresses = true;
+  d.Stop(/*bounded=*/true);
+  CHECK(g_issued.load() == 40);
+  CHECK(s.issued.load() == 40);
+  CHECK(levels.At(-1).ops_confined.load() == 40);
 }
 
 }  // namespace

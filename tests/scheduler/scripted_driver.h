@@ -1,6 +1,8 @@
 // Driver functions for in-process Dispatcher and Scheduler tests, without any libcuda: one
 // context (kScriptedContext) on device 0, stream handles whose low bit says blocking (1) or
 // CU_STREAM_NON_BLOCKING (0), numbered events, and a GPU that completes work only on request.
+// ScriptedDriverWithGreenContexts adds spatial isolation: an H100's 132 SMs, split in groups of
+// 8, and green contexts whose streams (the dispatcher's twins) are numbered too.
 #ifndef GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
 #define GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
 
@@ -23,7 +25,13 @@ extern std::atomic<float> g_elapsed_ms;
 // Event records so far (completion marks, start events, links).
 extern std::atomic<int> g_event_records;
 
+// Green-context streams created so far (twins; ScriptedDriverWithGreenContexts).
+extern std::atomic<int> g_green_streams_created;
+
+// No green contexts: spatial isolation is off whatever the options say.
 gpuprio::scheduler::DriverFunctions ScriptedDriver();
+// The same, with the driver calls of spatial isolation (DriverFunctions::HasGreenContexts).
+gpuprio::scheduler::DriverFunctions ScriptedDriverWithGreenContexts();
 
 }  // namespace gpuprio_test
 
