@@ -24,7 +24,8 @@ namespace {
 // The longest sleep on an estimated end of confined work: an estimate can be far off, and a
 // completion noticed late idles the partition when one op fills the queue bound. A poll a
 // millisecond costs nothing measurable; the 50 us polls that did compete with another process's
-// launches under MPS.
+// launches under MPS. It is also the sleep of a twin with twice that much work queued behind its
+// running op, which no late notice can idle.
 constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 
 inline void CpuRelax() {
@@ -153,12 +154,13 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
 void Dispatcher::AdoptDirectWork() {
   StreamState* s = direct_head_.exchange(nullptr, std::memory_order_acquire);
   const int64_t now = SteadyNowNs();
+  const bool peers_held = !active_.empty() && AnyPeerHeld();
   while (s != nullptr) {
     StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
     s->direct_unmarked.store(false, std::memory_order_seq_cst);
     const int priority = s->direct_priority.load(std::memory_order_relaxed);
     StreamQueue& q = QueueFor(s);
-    q.client_issues = true;
+    q.direct_uncovered = true;
     SetContext(s->context);
     q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr, false});
     AdjustInFlight(priority, +1, 0);
@@ -169,7 +171,7 @@ void Dispatcher::AdoptDirectWork() {
     // Each round adopts what clients issued since the last: while work is held back that is
     // thousands of rounds a second, and a mark each would be recorded on the stream its client
     // is launching on. Work left unmarked is marked by a later round (or before a park).
-    if (active_.empty() || MarkDueWhileHeld(q, now)) {
+    if (active_.empty() || MarkDueWhileHeld(q, now, peers_held)) {
       const size_t marks = q.marks.size();
       AddCompletionMark(&q);
       if (q.marks.size() > marks) CountActivity(direct_marks_);
@@ -253,7 +255,12 @@ void Dispatcher::Run() {
       if (coordinator_ != nullptr) {
         PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
       }
-      WaitWhileHeld(&held_rounds, &held_backoff_ns);
+      if (WaitWhileHeld(&held_rounds, &held_backoff_ns)) {
+        // More important work arrived (queued by the wait itself): its own wait, if it is held
+        // too, starts from the spin.
+        held_rounds = 0;
+        held_backoff_ns = 0;
+      }
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
@@ -290,7 +297,7 @@ void Dispatcher::Run() {
   }
 }
 
-void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
+bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // A completion that frees budget usually follows within microseconds of the last one when
   // kernels are short: spin a little, then sleep with a growing interval. The cap bounds how late
   // a completion is noticed; the budget keeps more work than that queued on the GPU, so the late
@@ -298,19 +305,18 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // a whole budget, and sleeping on it would idle the GPU).
   constexpr int kSpinRounds = 8;
   constexpr int64_t kMinBackoffNs = 20'000;
-  // Held by the confined queue bound: nothing to notice before the oldest confined op's
-  // estimated end (new work still wakes the thread at once). Past that end, the usual polling,
-  // from its shortest interval.
+  // Held by the confined queue bound: nothing to notice before room is due (IssueNext says
+  // when; work that could go first still wakes the thread at once). Past that, the usual
+  // polling, from its shortest interval.
   const int64_t until = confined_wait_until_ns_;
   const int64_t now = SteadyNowNs();
   if (until - now > kMinBackoffNs) {
     *backoff_ns = 0;
-    ParkHeld(absl::Nanoseconds(std::min<int64_t>(until - now, kMaxConfinedSleepNs)));
-    return;
+    return ParkHeld(std::min<int64_t>(until - now, kMaxConfinedSleepNs));
   }
   if (++*rounds <= kSpinRounds) {
     for (int i = 0; i < 64; ++i) CpuRelax();
-    return;
+    return false;
   }
   // Held while other processes are attached (by them, or for a budget their level set): the
   // GPU idles for both until the change is noticed, so it is polled more often.
@@ -318,30 +324,31 @@ void Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  ParkHeld(absl::Nanoseconds(*backoff_ns));
+  return ParkHeld(*backoff_ns);
 }
 
-void Dispatcher::ParkHeld(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+bool Dispatcher::ParkHeld(int64_t timeout_ns) {
+  const int64_t deadline = SteadyNowNs() + timeout_ns;
   park_floor_.store(held_priority_, std::memory_order_seq_cst);
+  bool urgent = false;
   for (;;) {
     // A released stream waits for the next round: it may stay listed while its ops are held.
-    Park(deadline - absl::Now(), /*wake_for_released_streams=*/false);
-    if (stop_.load(std::memory_order_seq_cst) || absl::Now() >= deadline || inbox_.Empty()) {
-      break;  // a stop, the timeout, or a wake-up asked for (NoteDirect)
-    }
+    const bool woken = Park(absl::Nanoseconds(deadline - SteadyNowNs()),
+                            /*wake_for_released_streams=*/false);
+    // A stop, the timeout, or a wake-up asked for (an op above the floor, NoteDirect) ends it.
+    if (woken || stop_.load(std::memory_order_seq_cst) || SteadyNowNs() >= deadline) break;
     // Woken by new work. A less or equally important op cannot go before the held one (which
     // is the most important ready to go, and older), so it only joins its queue: a batch job
     // that submits while it is held back must not turn each submission into a round of
     // completion polls, driver calls that compete with a server's own launches.
-    bool urgent = false;
     while (Op* op = inbox_.Pop()) {
       urgent = urgent || op->priority > held_priority_;
       Enqueue(op);
     }
     if (urgent) break;
   }
-  park_floor_.store(std::numeric_limits<int>::min(), std::memory_order_seq_cst);
+  park_floor_.store(kNoPriority, std::memory_order_seq_cst);
+  return urgent;
 }
 
 void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
@@ -427,7 +434,7 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   coordinator_->SetHeld(held, now_ns);
 }
 
-void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
+bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
                       bool wake_for_direct_work) {
   parked_.store(true, std::memory_order_seq_cst);
   {
@@ -448,8 +455,9 @@ void Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
       if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
     }
   }
-  wake_requested_.store(false, std::memory_order_seq_cst);
+  const bool woken = wake_requested_.exchange(false, std::memory_order_seq_cst);
   parked_.store(false, std::memory_order_seq_cst);
+  return woken;
 }
 
 void Dispatcher::AbandonPending() {
@@ -609,6 +617,12 @@ bool Dispatcher::IssueNext() {
     inherited = true;
   }
   Op* op = q->pending.front();
+  // An event wait whose record is still being submitted (counted, not yet in the inbox) is not
+  // ordered after ops to come: any op may be the one it waits for, so any op ends a held sleep.
+  if (op->depends_on != nullptr &&
+      op->depends_on->issued.load(std::memory_order_acquire) < op->depends_on_count) {
+    held_priority_ = kNoPriority;
+  }
   if (op->home_only) {  // no GPU time: never held
     Issue(q, op, 0, /*confine=*/false);
     return true;
@@ -1092,6 +1106,7 @@ void Dispatcher::CollectReleasedStreams() {
 
 void Dispatcher::AddCompletionMark(StreamQueue* q) {
   const size_t covered = q->marks.empty() ? 0 : q->marks.back().covers;
+  q->direct_uncovered = false;  // covered already, marked below, or counted complete
   if (q->in_flight.size() <= covered) return;
   q->ops_since_mark = 0;
   absl::MutexLock lock(&record_mu_);
@@ -1120,8 +1135,9 @@ CUresult Dispatcher::QueryMark(CUevent event) {
 
 void Dispatcher::MarkAllUncovered(bool held) {
   const int64_t now = held ? SteadyNowNs() : 0;
+  const bool peers_held = held && AnyPeerHeld();
   for (StreamQueue* q : tracking_) {
-    if (held && !MarkDueWhileHeld(*q, now)) continue;
+    if (held && !MarkDueWhileHeld(*q, now, peers_held)) continue;
     SetContext(q->state->context);
     AddCompletionMark(q);
   }

@@ -171,7 +171,8 @@ class Dispatcher {
     std::vector<CUevent> free_events;  // created in this stream's context
     int ops_since_mark = 0;
     int64_t last_mark_ns = 0;  // when its latest completion mark was recorded
-    bool client_issues = false;  // its client has issued work on it itself (the fast path)
+    // Work its client issued itself (the fast path) is in flight and not behind a mark yet.
+    bool direct_uncovered = false;
     bool tracked = false;  // listed in tracking_
     // Spatial isolation. The twin is created the first time the stream's work is confined.
     ContextLinks* links = nullptr;  // of the stream's context
@@ -199,16 +200,18 @@ class Dispatcher {
   // what other processes wait for) and the heartbeat keeps beating.
   void ParkIdle(int* rounds, int64_t* backoff_ns);
   // Held back by the policy: a short spin, then sleeps of growing length (up to
-  // options.max_held_sleep_ns) that new work cuts short; held by the confined queue bound, one
-  // sleep until room is due.
-  void WaitWhileHeld(int* rounds, int64_t* backoff_ns);
+  // options.max_held_sleep_ns) that work able to go first cuts short; held by the confined queue
+  // bound, one sleep until room is due. True when it queued such work itself.
+  bool WaitWhileHeld(int* rounds, int64_t* backoff_ns);
   // Sleeps like Park while the op the policy holds (held_priority_) is the next to go: work
   // submitted meanwhile at or below its priority cannot go before it, so it is queued without
-  // ending the sleep (and its client does not wake this thread).
-  void ParkHeld(absl::Duration timeout);
+  // ending the sleep (and its client does not wake this thread). True when work above it was
+  // queued.
+  bool ParkHeld(int64_t timeout_ns);
   // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
-  // client issued directly), or `timeout` passes.
-  void Park(absl::Duration timeout, bool wake_for_released_streams,
+  // client issued directly), or `timeout` passes, or a wake-up is asked for (Wake); true in the
+  // last case.
+  bool Park(absl::Duration timeout, bool wake_for_released_streams,
             bool wake_for_direct_work = false);
   // Spins until work is queued or `duration_ns` passes, making no driver call.
   void SpinForWork(uint64_t duration_ns);
@@ -256,17 +259,18 @@ class Dispatcher {
   void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
   // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
-  // work is held back and wake again soon, so a stream its client launches on is marked again
-  // only after options.held_mark_interval_ns while a mark is pending (else every stream is
-  // marked: a long park follows).
+  // work is held back and wake again soon, so fast-path work is marked under the
+  // held_mark_interval_ns rule (else every stream is marked: a long park follows).
   void MarkAllUncovered(bool held);
-  // Whether `q`'s uncovered work may get a mark now, under the held_mark_interval_ns rule. Only
-  // streams a client launches on are throttled: a mark on a stream (or twin) that only this
-  // thread issues on competes with no client's launches, and a fine one frees room sooner.
-  bool MarkDueWhileHeld(const StreamQueue& q, int64_t now_ns) const {
-    return !q.client_issues || q.marks.empty() ||
+  // Whether the held_mark_interval_ns rule lets `q`'s uncovered work get a mark now. Only work a
+  // client issued itself waits: its mark goes on the stream the client launches on, while one
+  // behind the dispatcher's own work competes with no launch and frees room sooner. Not while
+  // another process waits on this one (`peers_held`): a late notice idles the GPU for both.
+  bool MarkDueWhileHeld(const StreamQueue& q, int64_t now_ns, bool peers_held) const {
+    return !q.direct_uncovered || peers_held || q.marks.empty() ||
            now_ns - q.last_mark_ns >= static_cast<int64_t>(options_.held_mark_interval_ns);
   }
+  bool AnyPeerHeld() const { return coordinator_ != nullptr && coordinator_->AnyPeerHeld(); }
   CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
   // An Activity counter has one writer (the dispatcher thread): a load and a store, no
   // read-modify-write.
@@ -377,10 +381,10 @@ class Dispatcher {
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;
   int64_t last_progress_ns_ = 0;  // last issue or observed completion (the exit stall bound)
-  // Set when IssueNext's last refusal was the confined queue bound: when the oldest confined op
-  // in flight on that stream should end. The dispatcher then sleeps until then instead of
-  // polling (the poll's driver calls would contend with client threads' launches), and tells
-  // other processes it holds nothing back (no one waits on it).
+  // Set when IssueNext's last refusal was the confined queue bound: when room is due (the oldest
+  // confined op's estimated end, or 1 ms on with enough work queued behind it). The dispatcher
+  // sleeps until then instead of polling (the poll's driver calls would contend with client
+  // threads' launches), and tells other processes it holds nothing back (no one waits on it).
   int64_t confined_wait_until_ns_ = 0;
   // The priority of the op IssueNext last found the policy holding (the most important one
   // ready to go); meaningful while active_ is not empty after a round that issued nothing.

@@ -66,10 +66,10 @@ struct SchedulerOptions {
   // While the policy holds work back the dispatcher polls for completions with sleeps that grow
   // to this length: the most a completion is noticed late (the budget keeps more queued).
   uint64_t max_held_sleep_ns = 200'000;
-  // While work is held back, a stream its client issues on itself (the fast path) gets its next
-  // completion mark at most this often while one is pending: the dispatcher wakes often then,
-  // and a mark per wake-up behind a server's fast-path work is an event record on the very
-  // stream the server launches on. The end of that work is noticed this much later at most.
+  // While work is held back, work a client issued itself (the fast path) gets a completion mark
+  // at most this often while one is pending on its stream (unless another process waits on this
+  // one): a mark per dispatcher round behind a server's fast-path work is an event record on the
+  // very stream the server launches on. Its end is noticed up to this plus one held sleep later.
   uint64_t held_mark_interval_ns = 200'000;
   // While another process waits on this one's work, or holds this one's work back, completions
   // and the other process's levels are polled at least this often: a late notice idles the GPU

@@ -416,25 +416,34 @@ TEST_CASE("A dispatcher held back is not woken by work that cannot go first, onl
   // later one).
   REQUIRE(WaitForLongHeldSleep(d, 400, 5000));
   const uint64_t q0 = d.activity().mark_queries;
+  const uint64_t sleeps0 = d.activity().sleeps;
   for (int i = 0; i < 50; ++i) {
     SubmitLow(d, s, 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const uint64_t q1 = d.activity().mark_queries;
-  INFO("mark queries while 50 low ops arrived: " << q1 - q0);
-  // Woken by each, the dispatcher would poll at least twice per op (hundreds in all).
+  const uint64_t sleeps1 = d.activity().sleeps;
+  INFO("while 50 low ops arrived: " << q1 - q0 << " mark queries, " << sleeps1 - sleeps0
+                                    << " sleeps begun");
+  // Woken by each, the dispatcher would poll at least twice per op (hundreds in all); woken and
+  // put back to sleep by each, it would begin a sleep per op.
   CHECK(q1 - q0 < 10u);
+  CHECK(sleeps1 - sleeps0 < 10u);
   CHECK(g_issued.load() == 2);
 
-  // Above the held op's priority, on another stream: the sleep ends and the op is issued.
+  // Above the held op's priority, on another stream: the sleep (hundreds of milliseconds still
+  // to go) ends at once and the op is issued.
+  const auto submitted = std::chrono::steady_clock::now();
   Submit(d, t, /*priority=*/1, 1);
   bool issued = false;
   for (int i = 0; i < 500 && !issued; ++i) {
     issued = g_issued.load() == 3;
     if (!issued) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  INFO("the more important op waited " << MsSince(submitted) << " ms");
   CHECK(issued);
+  CHECK(MsSince(submitted) < 100);
   CHECK(t.issued.load() == 1);
 
   g_gpu_progresses = true;
