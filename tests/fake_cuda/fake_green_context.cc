@@ -21,17 +21,6 @@ bool NoGreenContextsByEnvironment() {
   return none;
 }
 
-// An SM resource of `count` SMs, as the driver describes one on sm_90.
-CUdevResource SmResource(unsigned count) {
-  CUdevResource r;
-  std::memset(&r, 0, sizeof(r));
-  r.type = CU_DEV_RESOURCE_TYPE_SM;
-  r.sm.smCount = count;
-  r.sm.minSmPartitionSize = kSmGroup;
-  r.sm.smCoscheduledAlignment = kSmGroup;
-  return r;
-}
-
 CUresult GetDevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
@@ -50,7 +39,7 @@ CUresult SplitByCount(CUdevResource* result, unsigned* groups, const CUdevResour
       flags != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const unsigned size = (std::max(min_count, kSmGroup) + kSmGroup - 1) / kSmGroup * kSmGroup;
+  const unsigned size = SmGroupSize(min_count);
   const unsigned fit = input->sm.smCount / size;
   if (fit == 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
   const unsigned made = result == nullptr ? fit : std::min(*groups, fit);

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/fake_cuda/builtin_kernels.h"
 #include "tests/fake_cuda/driver_abi.h"
+#include "tests/fake_cuda/sm_resource.h"  // kDeviceSms, kSmGroup
 
 namespace fakecuda {
 
@@ -31,9 +32,6 @@ absl::Mutex& Mu();
 enum class Kind : uint8_t { kContext, kStream, kEvent, kModule, kFunction, kLibrary, kKernel,
                             kGraph, kGraphExec, kGreenContext, kResourceDesc };
 
-// An H100 SXM's SMs, and the groups green contexts split them in (sm_90).
-inline constexpr unsigned kDeviceSms = 132;
-inline constexpr unsigned kSmGroup = 8;
 enum class StreamRole : uint8_t { kUser, kLegacy, kPerThread };
 
 struct Context;

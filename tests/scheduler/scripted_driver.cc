@@ -3,8 +3,9 @@
 #include <cuda.h>
 
 #include <chrono>
-#include <cstring>
 #include <thread>
+
+#include "tests/fake_cuda/sm_resource.h"
 
 namespace gpuprio_test {
 
@@ -59,8 +60,6 @@ CUresult EventDestroy(CUevent) {
 
 // Green contexts. Handles are numbers, as for events; a desc or green context is never looked
 // at again, so none is kept.
-constexpr unsigned kDeviceSms = 132;
-constexpr unsigned kSmGroup = 8;  // sm_90: smCoscheduledAlignment
 constexpr uintptr_t kGreenContext = 0x5000;
 constexpr uintptr_t kResourceDesc = 0x6000;
 std::atomic<uintptr_t> g_next_green_stream{0x700000};  // even: non-blocking (Flags)
@@ -69,7 +68,7 @@ CUresult DeviceAttribute(int* value, CUdevice_attribute attribute, CUdevice devi
   if (value == nullptr || device != 0) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *value = static_cast<int>(kDeviceSms);
+      *value = static_cast<int>(fakecuda::kDeviceSms);
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
       *value = 0;
@@ -78,20 +77,11 @@ CUresult DeviceAttribute(int* value, CUdevice_attribute attribute, CUdevice devi
       return CUDA_ERROR_INVALID_VALUE;  // not scripted
   }
 }
-CUdevResource SmResource(unsigned sms) {
-  CUdevResource r;
-  std::memset(&r, 0, sizeof(r));
-  r.type = CU_DEV_RESOURCE_TYPE_SM;
-  r.sm.smCount = sms;
-  r.sm.minSmPartitionSize = kSmGroup;
-  r.sm.smCoscheduledAlignment = kSmGroup;
-  return r;
-}
 CUresult DevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type) {
   if (device != 0 || resource == nullptr || type != CU_DEV_RESOURCE_TYPE_SM) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *resource = SmResource(kDeviceSms);
+  *resource = fakecuda::SmResource(fakecuda::kDeviceSms);
   return CUDA_SUCCESS;
 }
 // Up to *groups groups of `min_count` SMs rounded up to whole groups of 8 (as many as fit); the
@@ -102,12 +92,12 @@ CUresult SplitByCount(CUdevResource* result, unsigned int* groups, const CUdevRe
       flags != 0 || min_count == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const unsigned size = (min_count + kSmGroup - 1) / kSmGroup * kSmGroup;
+  const unsigned size = fakecuda::SmGroupSize(min_count);
   const unsigned fit = input->sm.smCount / size;
   if (fit == 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
   const unsigned made = result == nullptr ? fit : (*groups < fit ? *groups : fit);
-  for (unsigned i = 0; result != nullptr && i < made; ++i) result[i] = SmResource(size);
-  if (remaining != nullptr) *remaining = SmResource(input->sm.smCount - made * size);
+  for (unsigned i = 0; result != nullptr && i < made; ++i) result[i] = fakecuda::SmResource(size);
+  if (remaining != nullptr) *remaining = fakecuda::SmResource(input->sm.smCount - made * size);
   *groups = made;
   return CUDA_SUCCESS;
 }
