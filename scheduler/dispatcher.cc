@@ -36,12 +36,10 @@ inline void CpuRelax() {
 
 using base::AtomicMax;
 
-constexpr int kNoPriority = std::numeric_limits<int>::min();
-
 // The shared segment's layout carries the priority range: the two must agree.
 static_assert(coordinator::kLowestPriority == kMinPriority);
 static_assert(coordinator::kHighestPriority == kMaxPriority);
-static_assert(coordinator::kNoPriority < kMinPriority);
+static_assert(kNoPriority < kMinPriority);
 
 }  // namespace
 
@@ -145,16 +143,15 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // launches for the driver. Lists, then reads long_park_; ParkIdle sets long_park_, then
     // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
     if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst) &&
-        (long_park_.load(std::memory_order_seq_cst) || coordinator_->AnyPeerHeld())) {
+        (long_park_.load(std::memory_order_seq_cst) || AnyPeerHeld())) {
       Wake();
     }
   }
 }
 
-void Dispatcher::AdoptDirectWork() {
+void Dispatcher::AdoptDirectWork(bool peers_held) {
   StreamState* s = direct_head_.exchange(nullptr, std::memory_order_acquire);
   const int64_t now = SteadyNowNs();
-  const bool peers_held = !active_.empty() && AnyPeerHeld();
   while (s != nullptr) {
     StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
     s->direct_unmarked.store(false, std::memory_order_seq_cst);
@@ -226,9 +223,12 @@ void Dispatcher::Run() {
   int64_t held_backoff_ns = 0;
   last_progress_ns_ = SteadyNowNs();
   for (;;) {
-    const bool drained = DrainInbox();
+    peers_held_this_round_ = -1;
+    const bool drained = DrainInbox() != kNoPriority;
     // Before anything is admitted: work clients issued themselves counts as in flight.
-    if (direct_head_.load(std::memory_order_relaxed) != nullptr) AdoptDirectWork();
+    if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
+      AdoptDirectWork(PeersHeldThisRound());
+    }
     if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
     const bool completed = !tracking_.empty() && PollCompletions() > 0;
     if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/false);
@@ -251,7 +251,7 @@ void Dispatcher::Run() {
         AbandonPending();
         continue;
       }
-      MarkAllUncovered(/*held=*/true);
+      MarkAllUncovered(/*held=*/true, PeersHeldThisRound());
       if (coordinator_ != nullptr) {
         PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
       }
@@ -276,7 +276,7 @@ void Dispatcher::Run() {
     // driver call while parked: completions are polled when work arrives (before anything is
     // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
     // driver.
-    MarkAllUncovered(/*held=*/false);
+    MarkAllUncovered(/*held=*/false, /*peers_held=*/false);
     if (coordinator_ != nullptr) {
       ParkIdle(&held_rounds, &held_backoff_ns);
       continue;  // idle_since stays: the spin is not repeated after every poll
@@ -341,10 +341,7 @@ bool Dispatcher::ParkHeld(int64_t timeout_ns) {
     // is the most important ready to go, and older), so it only joins its queue: a batch job
     // that submits while it is held back must not turn each submission into a round of
     // completion polls, driver calls that compete with a server's own launches.
-    while (Op* op = inbox_.Pop()) {
-      urgent = urgent || op->priority > held_priority_;
-      Enqueue(op);
-    }
+    urgent = DrainInbox() > held_priority_;
     if (urgent) break;
   }
   park_floor_.store(kNoPriority, std::memory_order_seq_cst);
@@ -354,7 +351,7 @@ bool Dispatcher::ParkHeld(int64_t timeout_ns) {
 void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   const int64_t now = SteadyNowNs();
   PublishToPeers(now, /*held=*/false);
-  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent() &&
+  if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent() &&
       coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
           .any_held) {
     // Other processes wait on this work: its end is polled (sleeps growing to
@@ -369,7 +366,7 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   }
   *rounds = 0;
   *backoff_ns = 0;
-  if (HighestLocalActive() != coordinator::kNoPriority && coordinator_->PeersPresent()) {
+  if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent()) {
     // Other processes are attached but none holds work back (under MPS, say, their work runs
     // confined beside this one's): polling every few microseconds would only compete with this
     // process's own launches for the driver. A peer that starts to wait is noticed within
@@ -394,7 +391,7 @@ void Dispatcher::SpinForWork(uint64_t duration_ns) {
 }
 
 int Dispatcher::HighestLocalActive() const {
-  int highest = coordinator::kNoPriority;
+  int highest = kNoPriority;
   for (const LevelCounts& c : counts_) {
     if (c.pending > 0 || c.in_flight_ops > 0) highest = std::max(highest, c.priority);
   }
@@ -478,13 +475,19 @@ void Dispatcher::AbandonPending() {
        static_cast<int>(options_.stop_stall_timeout_ns / 1'000'000), static_cast<int>(abandoned));
 }
 
-bool Dispatcher::DrainInbox() {
-  bool any = false;
+int Dispatcher::DrainInbox() {
+  int highest = kNoPriority;
   while (Op* op = inbox_.Pop()) {
-    any = true;
+    highest = std::max(highest, op->priority);
     Enqueue(op);
   }
-  return any;
+  return highest;
+}
+
+bool Dispatcher::PeersHeldThisRound() {
+  if (active_.empty()) return false;
+  if (peers_held_this_round_ < 0) peers_held_this_round_ = AnyPeerHeld() ? 1 : 0;
+  return peers_held_this_round_ == 1;
 }
 
 void Dispatcher::Enqueue(Op* op) {
@@ -1072,7 +1075,9 @@ void Dispatcher::CollectReleasedStreams() {
   }
   // Work a client issued itself just before destroying the stream is adopted first, so the
   // state is no longer listed for adoption when it is recycled.
-  if (direct_head_.load(std::memory_order_acquire) != nullptr) AdoptDirectWork();
+  if (direct_head_.load(std::memory_order_acquire) != nullptr) {
+    AdoptDirectWork(PeersHeldThisRound());
+  }
   std::vector<StreamState*> keep;  // still referenced: collected on a later round
   std::vector<StreamState*> done;
   for (StreamState* s : released) {
@@ -1133,9 +1138,8 @@ CUresult Dispatcher::QueryMark(CUevent event) {
   return driver_.event_query(event);
 }
 
-void Dispatcher::MarkAllUncovered(bool held) {
+void Dispatcher::MarkAllUncovered(bool held, bool peers_held) {
   const int64_t now = held ? SteadyNowNs() : 0;
-  const bool peers_held = held && AnyPeerHeld();
   for (StreamQueue* q : tracking_) {
     if (held && !MarkDueWhileHeld(*q, now, peers_held)) continue;
     SetContext(q->state->context);

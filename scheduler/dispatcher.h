@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -39,6 +38,10 @@
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
+
+// No priority: below every level (no held op, no level active). The shared segment's value, so
+// that levels read from other processes and this process's own compare alike.
+inline constexpr int kNoPriority = coordinator::kNoPriority;
 
 class Dispatcher {
  public:
@@ -219,9 +222,12 @@ class Dispatcher {
   void CountIssued(Op* op);
   void AbandonPending();
   void CollectReleasedStreams();
-  bool DrainInbox();
-  void Enqueue(Op* op);  // into its stream's queue (DrainInbox, ParkHeld)
-  void AdoptDirectWork();
+  // Queues every op in the inbox; returns the highest priority among them (kNoPriority: none).
+  int DrainInbox();
+  void Enqueue(Op* op);  // into its stream's queue
+  // Counts work clients issued themselves as in flight, marking it where due; `peers_held`:
+  // whether another process holds work back (PeersHeldThisRound).
+  void AdoptDirectWork(bool peers_held);
   // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
   CUresult SetContext(CUcontext context);
   int PollCompletions();  // returns the number of completion marks passed
@@ -261,7 +267,7 @@ class Dispatcher {
   // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
   // work is held back and wake again soon, so fast-path work is marked under the
   // held_mark_interval_ns rule (else every stream is marked: a long park follows).
-  void MarkAllUncovered(bool held);
+  void MarkAllUncovered(bool held, bool peers_held);
   // Whether the held_mark_interval_ns rule lets `q`'s uncovered work get a mark now. Only work a
   // client issued itself waits: its mark goes on the stream the client launches on, while one
   // behind the dispatcher's own work competes with no launch and frees room sooner. Not while
@@ -271,6 +277,9 @@ class Dispatcher {
            now_ns - q.last_mark_ns >= static_cast<int64_t>(options_.held_mark_interval_ns);
   }
   bool AnyPeerHeld() const { return coordinator_ != nullptr && coordinator_->AnyPeerHeld(); }
+  // While work is held back here: whether another process holds work back (AnyPeerHeld), read
+  // from the shared segment at most once per dispatcher round. False while nothing is held.
+  bool PeersHeldThisRound();
   CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
   // An Activity counter has one writer (the dispatcher thread): a load and a store, no
   // read-modify-write.
@@ -309,8 +318,8 @@ class Dispatcher {
   std::atomic<int64_t> direct_in_progress_{0};
   std::atomic<bool> parked_{false};
   // While the dispatcher sleeps in ParkHeld: the held op's priority. A client's op at or below it
-  // does not wake the dispatcher (it could not be issued first); otherwise the lowest int.
-  std::atomic<int> park_floor_{std::numeric_limits<int>::min()};
+  // does not wake the dispatcher (it could not be issued first); otherwise kNoPriority.
+  std::atomic<int> park_floor_{kNoPriority};
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> sleeps_{0};
@@ -388,7 +397,9 @@ class Dispatcher {
   int64_t confined_wait_until_ns_ = 0;
   // The priority of the op IssueNext last found the policy holding (the most important one
   // ready to go); meaningful while active_ is not empty after a round that issued nothing.
-  int held_priority_ = std::numeric_limits<int>::min();
+  int held_priority_ = kNoPriority;
+  // PeersHeldThisRound's reading: -1 until it is read in the current round.
+  int peers_held_this_round_ = -1;
 };
 
 }  // namespace gpuprio::scheduler

@@ -56,6 +56,14 @@
 #                       the batch job alone, 3 rounds, GPUPRIO_LOG=info: both builds' exit summaries
 #                       per run (time in the server's stream calls, dispatcher CPU and polls)
 #                                                                                   [~8 min, cap 8.5]
+#   iso_torch_p99       the PyTorch latency targets with enough samples for a p99: the server alone,
+#                       the batch job alone and both under gpuprio, 800 requests a round (2 400 a
+#                       configuration), 3 rounds, threads form; per-round ratios against the same
+#                       round's alone run, and the host's noise (steal, preemptions) per run
+#                                                                                   [~7 min, cap 8.5]
+#   iso_torch_p99_mps   the same, two processes under MPS (root)                    [~7.5 min, cap 8.5]
+#   iso_torch_low_ab    the batch job's throughput beside the server, threads form, the library against a
+#                       second build (LIB_B), 3 rounds                              [~4.5 min, cap 6]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -118,6 +126,17 @@ for step in "$@"; do
         python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
     iso_torch_ab)
       ROUNDS=3 TORCH_BUDGET=490 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
+        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
+        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
+        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+    iso_torch_p99 | iso_torch_p99_mps)
+      ROUNDS=3 REQUESTS=800 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio" \
+        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" &&
+        python3 tools/bench/exit_summaries.py "$dir"/torch_*_runs.jsonl ;;
+    iso_torch_low_ab)
+      ROUNDS=3 TORCH_BUDGET=340 TORCH_CONFIGS="low-alone gpuprio gpuprio-b" \
         LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
         bash tools/bench/run_torch_bench.sh "$dir" --threads &&

@@ -18,7 +18,11 @@ the ones before, and its latency runs from that due time to its logits on the ho
 .cpu(), then torch.cuda.synchronize()), so a request that had to wait for an earlier one counts
 that wait too. --warmup inferences (not timed) first, then it waits for the low process (with
 --peer), then --warm-releases unmeasured releases, then --requests measured ones, or fewer if
---max-seconds of releases run out first (cut_short).
+--max-seconds of releases run out first (cut_short). After the warm-up, gc.freeze() puts what
+torch, the model and the warm-up allocated out of the garbage collector's reach, as servers do, so a
+full collection during the measured requests walks only their own objects. Over the measured window
+the result also records the machine's CPU steal (/proc/stat) and how often the high thread was
+preempted (getrusage), the host noise a p99 is read against.
 
 low: ResNet-50 inference, batch --batch (1024), fp16, channels_last, back to back; each batch is
 followed by torch.cuda.synchronize() and its completion published (images done, CLOCK_MONOTONIC
@@ -58,10 +62,12 @@ heuristic one and takes no measured time; the warm-up covers lazy initialisation
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import json
 import mmap
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -75,6 +81,25 @@ from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spr
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
 OFF_MAGIC, OFF_SEQ, OFF_IMAGES, OFF_TDONE, OFF_STOP, OFF_PID, OFF_BATCHES = 0, 8, 16, 24, 32, 40, 48
+
+
+def cpu_times():
+    """(steal, total) jiffies of every CPU since boot (/proc/stat), or None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def thread_involuntary_switches():
+    """How often the calling thread was preempted so far (getrusage RUSAGE_THREAD), or None."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+    except (AttributeError, OSError):
+        return None
 
 
 def log(role, msg):
@@ -340,6 +365,11 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
             infer()
         res["warmup_s"] = round(time.monotonic() - t0, 3)
         log("high", "warm-up: %d inferences in %.2f s" % (a.warmup, res["warmup_s"]))
+        # What torch, the model and the warm-up left is never garbage: out of the collector's
+        # reach, a full collection during the measured requests walks only what they allocate (a
+        # server's usual setting; every configuration alike, the baselines included).
+        gc.collect()
+        gc.freeze()
         peer = None
         if local_peer is not None:
             log("high", "waiting for the low thread (at most %.0f s)" % a.peer_wait_s)
@@ -353,7 +383,8 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
             period_ns = int(1e9 / a.rate)
             total = a.warm_releases + a.requests
             start = time.monotonic_ns() + 20_000_000
-            deadline = start + int(a.max_seconds * 1e9)
+            max_seconds = a.max_seconds if a.max_seconds is not None else 1.5 * total / a.rate + 5.0
+            deadline = start + int(max_seconds * 1e9)
             lat_ms, host_ms, late = [], [], 0
             w0 = p0 = None
             for i in range(total):
@@ -372,6 +403,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                 if i == a.warm_releases:
                     w0 = due
                     p0 = peer.read() if peer else None
+                    cpu0, sw0 = cpu_times(), thread_involuntary_switches()
                 if time.monotonic_ns() - due > period_ns:
                     late += i >= a.warm_releases
                 launched = infer()
@@ -383,6 +415,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                                                                           percentile(lat_ms, 0.5)))
             w1 = time.monotonic_ns()
             p1 = peer.read() if peer else None
+            cpu1, sw1 = cpu_times(), thread_involuntary_switches()
         finally:
             if peer:
                 peer.stop()
@@ -402,6 +435,12 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
     if w0 is not None:
         res["window_s"] = (w1 - w0) / 1e9
         res["window_start_ns"], res["window_end_ns"] = w0, w1
+        # The host's noise over the measured window: the CPU time the hypervisor took from this
+        # machine's CPUs (steal), and how often the high thread itself was preempted.
+        if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
+            res["steal_pct"] = round(100.0 * (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 3)
+        if sw0 is not None and sw1 is not None and lat_ms:
+            res["involuntary_switches_per_request"] = round((sw1 - sw0) / len(lat_ms), 3)
     if p0 and p1:
         images, span_ns, batches = p1[0] - p0[0], p1[1] - p0[1], p1[2] - p0[2]
         res["low_batches_in_window"] = batches
@@ -765,6 +804,7 @@ def build(runs):
                                              if c in ("native", "gpuprio", "gpuprio-b")]),
         }
     alone, low_alone = rows["alone"], rows["low-alone"]["low_images_per_s"]["median"]
+    alone_by_round = {r["round"]: js_of(r, "high") for r in runs if r["config"] == "alone" and r.get("ok")}
     for c, row in rows.items():
         row["p50_vs_alone"] = ratio(row["p50_ms"], alone["p50_ms"])
         row["p99_vs_alone"] = ratio(row["p99_ms"], alone["p99_ms"])
@@ -773,6 +813,17 @@ def build(runs):
         row["low_vs_low_alone"] = ratio(row["low_images_per_s"]["median"], low_alone)
         row["round_low_vs_low_alone"] = spread([ratio(low_rate(r), low_alone)
                                                 for r in runs if r["config"] == c and r.get("ok")])
+        # Round by round against the same round's alone run: the rounds interleave the
+        # configurations, so a host that is slower for a while weighs on both sides of a ratio.
+        for q in ("p50", "p99"):
+            row["paired_%s_vs_alone" % q] = spread([
+                ratio(js_of(r, "high").get(q + "_ms"), alone_by_round.get(r["round"], {}).get(q + "_ms"))
+                for r in runs if r["config"] == c and r.get("ok")])
+        row["steal_pct"] = spread([js_of(r, "high").get("steal_pct") for r in runs
+                                   if r["config"] == c and r.get("ok")])
+        row["involuntary_switches_per_request"] = spread([
+            js_of(r, "high").get("involuntary_switches_per_request") for r in runs
+            if r["config"] == c and r.get("ok")])
     hj = next((js_of(r, "high") for r in runs if r.get("ok") and js_of(r, "high")), {})
     lj = next((js_of(r, "low") for r in runs if r.get("ok") and js_of(r, "low")), {})
     impls = sorted({js_of(r, role).get("impl") for r in runs for role in ("high", "low") if js_of(r, role).get("impl")})
@@ -817,7 +868,10 @@ def text(rep):
         % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]),
         "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
         "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s); host p50/p99: from the due "
-        "time to the request's last launch call returning (the host's share of the latency)",
+        "time to the request's last launch call returning (the host's share of the latency); paired: each "
+        "round's p50 and p99 against the same round's alone run, median [min-max] over rounds; host noise: the "
+        "machine's CPU steal over the measured window and the high thread's involuntary context switches per "
+        "request",
     ]
     hdr = "%-13s %5s %6s %8s %8s %8s %7s %7s %-13s %-24s %-24s %-24s %-20s" % (
         "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "host p50/p99", "round p50 ms",
@@ -835,6 +889,13 @@ def text(rep):
             fmt_spread(row["round_p50_ms"], ".3f"),
             fmt_spread(row["round_p99_ms"], ".3f"), fmt_spread(row["low_images_per_s"], ".1f"),
             fmt_spread(row["round_low_vs_low_alone"], ".3f")))
+        paired = row.get("paired_p50_vs_alone") or {}
+        if paired.get("n") and c != "alone":
+            lines.append("              paired p50/al %s  p99/al %s" % (
+                fmt_spread(row["paired_p50_vs_alone"], ".2f"), fmt_spread(row["paired_p99_vs_alone"], ".2f")))
+        if (row.get("steal_pct") or {}).get("n"):
+            lines.append("              host noise: steal %s %%, high thread preempted %s times a request" % (
+                fmt_spread(row["steal_pct"], ".2f"), fmt_spread(row["involuntary_switches_per_request"], ".2f")))
         if row["cut_short"]:
             lines.append("              (%d run(s) cut short by --max-seconds)" % row["cut_short"])
         if row["requests"] and row["requests"] < 1000 and c != "low-alone":
@@ -861,7 +922,8 @@ def main():
         s.add_argument("--requests", type=int, default=340)
         s.add_argument("--warmup", type=int, default=50)
         s.add_argument("--warm-releases", type=int, default=20)
-        s.add_argument("--max-seconds", type=float, default=30.0)
+        # Default: half again the releases' own span, plus 5 s (32 s for 340 requests at 20/s).
+        s.add_argument("--max-seconds", type=float, default=None)
         s.add_argument("--peer-wait-s", type=float, default=60.0)
 
     def low_options(s):

@@ -177,15 +177,16 @@ def torch_part(d):
     pre = {"preloaded": True}
     for rnd in (1, 2, 3):
         record("alone", rnd, 0, high=result("a%d" % rnd, role="high", model="resnet18", latency_ms=lat(2.0),
-                                            p50_ms=2.5, p99_ms=2.99, requests=400, rate_per_s=20))
+                                            p50_ms=2.5, p99_ms=2.99 + 0.1 * rnd, requests=400, rate_per_s=20))
         record("low-alone", rnd, 0, low=result("la%d" % rnd, role="low", model="resnet50", batch=1024,
                                                own_images_per_s=10000.0, stopped_by="seconds"))
         record("native", rnd, 0, high=result("n%d" % rnd, role="high", latency_ms=lat(20.0), p50_ms=20.5,
                                              p99_ms=20.99, low_images_per_s=9500.0 + rnd),
                low=result("nl%d" % rnd, role="low", stopped_by="peer"))
         record("gpuprio", rnd, 1,
-               high=result("g%d" % rnd, role="high", latency_ms=lat(2.2), p50_ms=2.7, p99_ms=3.19,
-                           low_images_per_s=8000.0 + 100 * rnd, env_priority="high", **pre),
+               high=result("g%d" % rnd, role="high", latency_ms=lat(2.2), p50_ms=2.7, p99_ms=3.19 + 0.1 * rnd,
+                           low_images_per_s=8000.0 + 100 * rnd, env_priority="high", steal_pct=0.5 * rnd,
+                           involuntary_switches_per_request=0.25, **pre),
                low=result("gl%d" % rnd, role="low", stopped_by="peer", env_priority="low", **pre))
     r = record("gpuprio", 9, 1, high=os.path.join(d, "missing.json"), high_rc=124,
                low=result("gl9", role="low", stopped_by="seconds", env_priority="low", **pre))
@@ -206,9 +207,17 @@ def torch_part(d):
           rows["gpuprio"])
     check("torch report: latencies are not copied into the report's runs",
           all("latency_ms" not in ((r.get("high") or {}).get("json") or {}) for r in json.load(open(oj))["runs"]))
+    check("torch report: p99 paired by round (each round's alone run), median and spread",
+          abs(rows["gpuprio"]["paired_p99_vs_alone"]["median"] - 3.39 / 3.19) < 1e-9 and
+          abs(rows["gpuprio"]["paired_p99_vs_alone"]["max"] - 3.29 / 3.09) < 1e-9 and
+          abs(rows["gpuprio"]["paired_p50_vs_alone"]["median"] - 2.7 / 2.5) < 1e-9, rows["gpuprio"])
+    check("torch report: host noise per configuration",
+          rows["gpuprio"]["steal_pct"]["median"] == 1.0 and rows["gpuprio"]["steal_pct"]["max"] == 1.5 and
+          rows["alone"]["steal_pct"]["n"] == 0, rows["gpuprio"])
     txt = open(ot).read()
     check("torch report: table", "gpuprio" in txt and "low-alone" in txt and "builtin" in txt and
-          "two processes" in txt, txt)
+          "two processes" in txt and "paired p50/al 1.08 [1.08-1.08]  p99/al 1.06 [1.06-1.06]" in txt and
+          "host noise: steal 1.00 [0.50-1.50] %" in txt, txt)
 
     # The threads form: one process, each thread's own priority instead of GPUPRIO_PRIORITY.
     def threads_record(config, gpuprio, high=None, low=None, rc=0):
