@@ -64,6 +64,10 @@
 #   iso_torch_p99_mps   the same, two processes under MPS (root)                    [~7.5 min, cap 8.5]
 #   iso_torch_low_ab    the batch job's throughput beside the server, threads form, the library against a
 #                       second build (LIB_B), 3 rounds                              [~4.5 min, cap 6]
+#   iso_torch_gil       where the threads form's host-phase tail comes from: the server beside the batch
+#                       job under gpuprio with Python's switch interval (5 ms) against 0.2 ms
+#                       (gpuprio-b, TORCH_SWITCH_INTERVAL_S), the server alone, 600 requests a round,
+#                       3 rounds                                                    [~6.5 min, cap 8.5]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -135,6 +139,11 @@ for step in "$@"; do
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
         bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" &&
         python3 tools/bench/exit_summaries.py "$dir"/torch_*_runs.jsonl ;;
+    iso_torch_gil)
+      ROUNDS=3 REQUESTS=600 TORCH_TIMEOUT=120 TORCH_BUDGET=480 TORCH_CONFIGS="alone gpuprio gpuprio-b" \
+        B_ENV="TORCH_SWITCH_INTERVAL_S=0.0002" BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
+        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
     iso_torch_low_ab)
       ROUNDS=3 TORCH_BUDGET=340 TORCH_CONFIGS="low-alone gpuprio gpuprio-b" \
         LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \

@@ -94,12 +94,15 @@ def cpu_times():
     return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
 
 
-def thread_involuntary_switches():
-    """How often the calling thread was preempted so far (getrusage RUSAGE_THREAD), or None."""
+def thread_switches():
+    """(involuntary, voluntary) context switches of the calling thread so far (getrusage
+    RUSAGE_THREAD): how often it was preempted, and how often it blocked (a wait for the GIL, a
+    lock, a synchronize that sleeps); None where unavailable."""
     try:
-        return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+        u = resource.getrusage(resource.RUSAGE_THREAD)
     except (AttributeError, OSError):
         return None
+    return u.ru_nivcsw, u.ru_nvcsw
 
 
 def log(role, msg):
@@ -403,7 +406,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                 if i == a.warm_releases:
                     w0 = due
                     p0 = peer.read() if peer else None
-                    cpu0, sw0 = cpu_times(), thread_involuntary_switches()
+                    cpu0, sw0 = cpu_times(), thread_switches()
                 if time.monotonic_ns() - due > period_ns:
                     late += i >= a.warm_releases
                 launched = infer()
@@ -415,7 +418,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                                                                           percentile(lat_ms, 0.5)))
             w1 = time.monotonic_ns()
             p1 = peer.read() if peer else None
-            cpu1, sw1 = cpu_times(), thread_involuntary_switches()
+            cpu1, sw1 = cpu_times(), thread_switches()
         finally:
             if peer:
                 peer.stop()
@@ -440,7 +443,8 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
         if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
             res["steal_pct"] = round(100.0 * (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 3)
         if sw0 is not None and sw1 is not None and lat_ms:
-            res["involuntary_switches_per_request"] = round((sw1 - sw0) / len(lat_ms), 3)
+            res["involuntary_switches_per_request"] = round((sw1[0] - sw0[0]) / len(lat_ms), 3)
+            res["voluntary_switches_per_request"] = round((sw1[1] - sw0[1]) / len(lat_ms), 3)
     if p0 and p1:
         images, span_ns, batches = p1[0] - p0[0], p1[1] - p0[1], p1[2] - p0[2]
         res["low_batches_in_window"] = batches
@@ -614,6 +618,11 @@ def run_threads(a):
         if j in jobs and not getattr(a, j + "_result"):
             raise SystemExit("--jobs %s needs --%s-result" % (a.jobs, j))
     helper, helper_error = load_helper() if environment()["preloaded"] else (None, "")
+    # The interpreter's switch interval (how long a thread that wants the GIL waits before the
+    # holder must hand it over): TORCH_SWITCH_INTERVAL_S, in the environment so that B_ENV can A/B
+    # it; Python's 5 ms when unset.
+    if os.environ.get("TORCH_SWITCH_INTERVAL_S"):
+        sys.setswitchinterval(float(os.environ["TORCH_SWITCH_INTERVAL_S"]))
     results, threads = {}, {}
     peer = LocalPeer() if len(jobs) == 2 else None
     try:
@@ -821,9 +830,8 @@ def build(runs):
                 for r in runs if r["config"] == c and r.get("ok")])
         row["steal_pct"] = spread([js_of(r, "high").get("steal_pct") for r in runs
                                    if r["config"] == c and r.get("ok")])
-        row["involuntary_switches_per_request"] = spread([
-            js_of(r, "high").get("involuntary_switches_per_request") for r in runs
-            if r["config"] == c and r.get("ok")])
+        for k in ("involuntary_switches_per_request", "voluntary_switches_per_request"):
+            row[k] = spread([js_of(r, "high").get(k) for r in runs if r["config"] == c and r.get("ok")])
     hj = next((js_of(r, "high") for r in runs if r.get("ok") and js_of(r, "high")), {})
     lj = next((js_of(r, "low") for r in runs if r.get("ok") and js_of(r, "low")), {})
     impls = sorted({js_of(r, role).get("impl") for r in runs for role in ("high", "low") if js_of(r, role).get("impl")})
@@ -870,8 +878,8 @@ def text(rep):
         "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s); host p50/p99: from the due "
         "time to the request's last launch call returning (the host's share of the latency); paired: each "
         "round's p50 and p99 against the same round's alone run, median [min-max] over rounds; host noise: the "
-        "machine's CPU steal over the measured window and the high thread's involuntary context switches per "
-        "request",
+        "machine's CPU steal over the measured window and the high thread's involuntary (preempted) and "
+        "voluntary (blocked) context switches per request",
     ]
     hdr = "%-13s %5s %6s %8s %8s %8s %7s %7s %-13s %-24s %-24s %-24s %-20s" % (
         "config", "ok", "reqs", "p50 ms", "p99 ms", "max ms", "p50/al", "p99/al", "host p50/p99", "round p50 ms",
@@ -894,8 +902,11 @@ def text(rep):
             lines.append("              paired p50/al %s  p99/al %s" % (
                 fmt_spread(row["paired_p50_vs_alone"], ".2f"), fmt_spread(row["paired_p99_vs_alone"], ".2f")))
         if (row.get("steal_pct") or {}).get("n"):
-            lines.append("              host noise: steal %s %%, high thread preempted %s times a request" % (
-                fmt_spread(row["steal_pct"], ".2f"), fmt_spread(row["involuntary_switches_per_request"], ".2f")))
+            lines.append("              host noise: steal %s %%, high thread preempted %s times a request, "
+                         "blocked %s times a request" % (
+                             fmt_spread(row["steal_pct"], ".2f"),
+                             fmt_spread(row["involuntary_switches_per_request"], ".2f"),
+                             fmt_spread(row["voluntary_switches_per_request"], ".1f")))
         if row["cut_short"]:
             lines.append("              (%d run(s) cut short by --max-seconds)" % row["cut_short"])
         if row["requests"] and row["requests"] < 1000 and c != "low-alone":

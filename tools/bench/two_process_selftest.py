@@ -186,7 +186,7 @@ def torch_part(d):
         record("gpuprio", rnd, 1,
                high=result("g%d" % rnd, role="high", latency_ms=lat(2.2), p50_ms=2.7, p99_ms=3.19 + 0.1 * rnd,
                            low_images_per_s=8000.0 + 100 * rnd, env_priority="high", steal_pct=0.5 * rnd,
-                           involuntary_switches_per_request=0.25, **pre),
+                           involuntary_switches_per_request=0.25, voluntary_switches_per_request=4.0, **pre),
                low=result("gl%d" % rnd, role="low", stopped_by="peer", env_priority="low", **pre))
     r = record("gpuprio", 9, 1, high=os.path.join(d, "missing.json"), high_rc=124,
                low=result("gl9", role="low", stopped_by="seconds", env_priority="low", **pre))
@@ -217,7 +217,7 @@ def torch_part(d):
     txt = open(ot).read()
     check("torch report: table", "gpuprio" in txt and "low-alone" in txt and "builtin" in txt and
           "two processes" in txt and "paired p50/al 1.08 [1.08-1.08]  p99/al 1.06 [1.06-1.06]" in txt and
-          "host noise: steal 1.00 [0.50-1.50] %" in txt, txt)
+          "host noise: steal 1.00 [0.50-1.50] %, high thread preempted 0.25 [0.25-0.25] times a request, blocked 4.0 [4.0-4.0] times" in txt, txt)
 
     # The threads form: one process, each thread's own priority instead of GPUPRIO_PRIORITY.
     def threads_record(config, gpuprio, high=None, low=None, rc=0):
