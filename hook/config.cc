@@ -99,6 +99,10 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   env.ReadInteger("GPUPRIO_MAX_QUEUED", "an integer number of ops per stream",
                   "using the default (1024)", &max_queued);
   config.max_queued = static_cast<uint64_t>(max_queued);
+  int64_t host_yield_us = static_cast<int64_t>(config.host_yield_ns / 1000);
+  env.ReadInteger("GPUPRIO_HOST_YIELD_US", "an integer number of microseconds",
+                  "using the default (2000)", &host_yield_us);
+  config.host_yield_ns = static_cast<uint64_t>(host_yield_us) * 1000;
   int64_t exit_timeout_ms = static_cast<int64_t>(config.exit_timeout_ns / 1'000'000);
   env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", "an integer number of milliseconds",
                   "using the default (30000)", &exit_timeout_ms);

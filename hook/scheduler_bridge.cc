@@ -95,6 +95,7 @@ void CreateScheduler() {
   options.isolation = config.isolation;
   options.reserved_sms = config.reserved_sms;
   options.max_queued_per_stream = config.max_queued;
+  options.host_yield_ns = config.host_yield_ns;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
   options.coordinate = config.coordinate;
   options.segment.domain = config.domain;

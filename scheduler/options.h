@@ -90,6 +90,15 @@ struct SchedulerOptions {
   // GPU time on its twin (and always at least one op), so its return to the whole GPU waits for
   // one long kernel at most, not for a deep queue of them.
   uint64_t confined_queue_ns = 10'000'000;
+  // Host-side priority (HostYield). A thread whose op is queued while a more important thread of
+  // this process launches waits up to this long, until that thread has launched nothing for
+  // host_yield_quiet_ns, and only while its own level has at least this much GPU work in flight.
+  // A batch thread runs far ahead of its GPU work (its ops wait in the queue anyway), so the wait
+  // costs it no GPU time, and the important thread does not share the interpreter lock of a
+  // Python process with it. 0 (here; unit tests opt in): off. The library defaults to 2 ms
+  // (GPUPRIO_HOST_YIELD_US).
+  uint64_t host_yield_ns = 0;
+  uint64_t host_yield_quiet_ns = 200'000;
   // Without isolation, an op longer than the budget (it would hold every SM it fills for longer
   // than the budget allows) is admitted below a more important level only once that level has
   // been idle this long: a level that pauses for microseconds between kernels of one burst must

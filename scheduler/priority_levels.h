@@ -47,6 +47,10 @@ struct PriorityLevelStats {
   std::atomic<uint64_t> call_ns_sum{0};
   std::atomic<uint64_t> call_ns_max{0};
   std::atomic<uint64_t> caller_driver_ns_sum{0};
+  // Ops whose caller stepped aside for a more important thread of this process (HostYield), and
+  // for how long in all.
+  std::atomic<uint64_t> host_yields{0};
+  std::atomic<uint64_t> host_yield_ns_sum{0};
   // The queueing delays summed above, for percentiles; last, so the words above share lines.
   LatencyHistogram queue_delay_histogram;
 };

@@ -56,6 +56,12 @@ std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
                             Micros(level.held_ns_sum.load(std::memory_order_relaxed)) / 1000.0,
                             Micros(level.held_ns_max.load(std::memory_order_relaxed)) / 1000.0);
     }
+    // Callers that stepped aside for a more important thread of this process (HostYield).
+    if (const uint64_t yields = level.host_yields.load(std::memory_order_relaxed)) {
+      absl::StrAppendFormat(&line, " host_yields=%d total_ms=%.1f", yields,
+                            Micros(level.host_yield_ns_sum.load(std::memory_order_relaxed)) /
+                                1000.0);
+    }
     if (const uint64_t calls = level.calls_timed.load(std::memory_order_relaxed)) {
       const double n = static_cast<double>(calls);
       absl::StrAppendFormat(

@@ -196,7 +196,10 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
 void Scheduler::Submit(Op* op) {
   if (op->submit_ns == 0) op->submit_ns = SteadyNowNs();
   if (observer_ != nullptr) observer_->OnSubmit(*op);
-  op->stream->dispatcher->Submit(op);
+  const int priority = op->priority;
+  const int64_t submit_ns = op->submit_ns;
+  op->stream->dispatcher->Submit(op);  // `op` belongs to the dispatcher from here on
+  host_yield_.AfterQueued(priority, submit_ns);
 }
 
 bool Scheduler::MayIssueDirect(const StreamState* stream, int priority, bool may_pass_queued) {

@@ -22,6 +22,7 @@
 #include "scheduler/base/atomic_max.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/driver_functions.h"
+#include "scheduler/host_yield.h"
 #include "scheduler/op.h"
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
@@ -203,6 +204,7 @@ class Scheduler {
   OpObserver* const timing_observer_;
   const bool times_caller_calls_;
   PriorityLevels levels_;
+  HostYield host_yield_{&levels_, options_.host_yield_ns, options_.host_yield_quiet_ns};
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};
   // Bumped whenever a stream is forgotten, so thread-local caches drop stale handles.

@@ -68,6 +68,9 @@
 #                       job under gpuprio with Python's switch interval (5 ms) against 0.2 ms
 #                       (gpuprio-b, TORCH_SWITCH_INTERVAL_S), the server alone, 600 requests a round,
 #                       3 rounds                                                    [~6.5 min, cap 8.5]
+#   iso_torch_yield     the threads form with host-side priority (GPUPRIO_HOST_YIELD_US, default 2000)
+#                       against without it (gpuprio-b, 0), the server alone and the batch job alone,
+#                       500 requests a round, 3 rounds                              [~7.5 min, cap 8.5]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -142,6 +145,11 @@ for step in "$@"; do
     iso_torch_gil)
       ROUNDS=3 REQUESTS=600 TORCH_TIMEOUT=120 TORCH_BUDGET=480 TORCH_CONFIGS="alone gpuprio gpuprio-b" \
         B_ENV="TORCH_SWITCH_INTERVAL_S=0.0002" BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
+        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
+        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+    iso_torch_yield)
+      ROUNDS=3 REQUESTS=500 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio gpuprio-b" \
+        B_ENV="GPUPRIO_HOST_YIELD_US=0" BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
         bash tools/bench/run_torch_bench.sh "$dir" --threads &&
         python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
     iso_torch_low_ab)

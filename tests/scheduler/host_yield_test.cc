@@ -1,0 +1,104 @@
+// HostYield: when a queued op's caller steps aside for a more important thread of its process,
+// and that the wait ends when that thread goes quiet or at its bound.
+#include "scheduler/host_yield.h"
+
+#include <atomic>
+#include <thread>
+
+#include "catch2/catch.hpp"
+#include "scheduler/base/clock.h"
+#include "scheduler/priority_levels.h"
+
+namespace {
+
+using gpuprio::base::SteadyNowNs;
+using gpuprio::scheduler::HostYield;
+using gpuprio::scheduler::PriorityLevels;
+
+constexpr int kLow = -1;
+constexpr int kHigh = 1;
+constexpr uint64_t kMs = 1'000'000;
+
+// Levels where the high level has been seen and the low one has `in_flight_ns` of GPU work.
+void Prepare(PriorityLevels* levels, uint64_t in_flight_ns) {
+  levels->NoteSubmit(kLow, SteadyNowNs());
+  levels->NoteSubmit(kHigh, SteadyNowNs());
+  levels->At(kLow).in_flight_estimated_ns.store(in_flight_ns);
+}
+
+void Launch(PriorityLevels* levels) { levels->At(kHigh).ops_on_caller.fetch_add(1); }
+
+TEST_CASE("HostYield: no level above, or off, or no launch since the last op: no wait",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  levels.NoteSubmit(kLow, SteadyNowNs());
+  levels.At(kLow).in_flight_estimated_ns.store(100 * kMs);
+  HostYield yield(&levels, 50 * kMs, 20 * kMs);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);  // nothing above was ever seen
+
+  levels.NoteSubmit(kHigh, SteadyNowNs());
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);  // the first sighting proves no recency
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);  // nothing launched since
+  CHECK(yield.AfterQueued(kHigh, SteadyNowNs()) == 0);  // nothing above the top level
+  CHECK(levels.At(kLow).host_yields.load() == 0);
+
+  HostYield off(&levels, 0, 20 * kMs);
+  CHECK(off.AfterQueued(kLow, SteadyNowNs()) == 0);
+  Launch(&levels);
+  CHECK(off.AfterQueued(kLow, SteadyNowNs()) == 0);
+}
+
+TEST_CASE("HostYield: a launch since the last op, but too little work in flight: no wait",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 10 * kMs);
+  HostYield yield(&levels, 50 * kMs, 20 * kMs);  // would wait up to 50 ms; 10 ms in flight
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  CHECK(levels.At(kLow).host_yields.load() == 0);
+}
+
+TEST_CASE("HostYield: a launch within the quiet time: waits one quiet step, then goes on",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 2000 * kMs);
+  HostYield yield(&levels, 1000 * kMs, 20 * kMs);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  Launch(&levels);
+  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  // One step (half the quiet time) with no launch ends it: far below the bound.
+  CHECK(waited >= 10 * kMs);
+  CHECK(waited < 500 * kMs);
+  CHECK(levels.At(kLow).host_yields.load() == 1);
+  CHECK(levels.At(kLow).host_yield_ns_sum.load() == waited);
+  // A launch longer ago than the quiet time is no reason to wait.
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs() + 40 * kMs) == 0);
+}
+
+TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts to its bound",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 2000 * kMs);
+  HostYield yield(&levels, 60 * kMs, 20 * kMs);
+  std::atomic<bool> stop{false};
+  std::thread launcher([&] {
+    while (!stop.load()) {
+      Launch(&levels);
+      std::this_thread::yield();
+    }
+  });
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  stop.store(true);
+  launcher.join();
+  CHECK(waited >= 60 * kMs);
+  CHECK(waited < 1000 * kMs);
+  // A thread of the important level itself never waits.
+  CHECK(yield.AfterQueued(kHigh, SteadyNowNs()) == 0);
+}
+
+}  // namespace
