@@ -59,7 +59,8 @@
 #   iso_torch_p99       the PyTorch latency targets with enough samples for a p99: the server alone,
 #                       the batch job alone and both under gpuprio, 800 requests a round (2 400 a
 #                       configuration), 3 rounds, threads form; per-round ratios against the same
-#                       round's alone run, and the host's noise (steal, preemptions) per run
+#                       round's alone run, and the host's noise (steal, preemptions) per run; every
+#                       run's processes on CPUs 0-7 (TORCH_CPUS)
 #                                                                                   [~7 min, cap 8.5]
 #   iso_torch_p99_mps   the same, two processes under MPS (root)                    [~7.5 min, cap 8.5]
 #   iso_torch_low_ab    the batch job's throughput beside the server, threads form, the library against a
@@ -138,7 +139,7 @@ for step in "$@"; do
         bash tools/bench/run_torch_bench.sh "$dir" --threads &&
         python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
     iso_torch_p99 | iso_torch_p99_mps)
-      ROUNDS=3 REQUESTS=800 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio" \
+      ROUNDS=3 REQUESTS=800 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio" TORCH_CPUS="${TORCH_CPUS:-0-7}" \
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
         bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" &&
         python3 tools/bench/exit_summaries.py "$dir"/torch_*_runs.jsonl ;;

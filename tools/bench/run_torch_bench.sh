@@ -45,7 +45,7 @@
 # is torch_two_process, torch_two_process_mps, torch_threads or torch_threads_mps. Exit 0 when every
 # native run succeeded.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
-# TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
+# TORCH_CPUS (every run's processes on these CPUs, a taskset list), TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
 # or "--impl builtin"), BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g.
 # "GPUPRIO_COORDINATE=0"), PYTHON, TORCH_CONFIGS (default "alone low-alone native gpuprio"; also
 # alone-gpuprio, the high job alone under gpuprio, and gpuprio-b, gpuprio with B_ENV's VAR=VALUE
@@ -99,6 +99,14 @@ if ((pre_rc != 0)); then
   exit 1
 fi
 
+# TORCH_CPUS (a taskset list, e.g. 0-7): every run's process on those CPUs, so that no run is
+# faster or slower than another for where the kernel placed it.
+job_py=("$py")
+if [[ -n "${TORCH_CPUS:-}" ]]; then
+  job_py=(taskset -c "$TORCH_CPUS" "$py")
+  say "every run on CPUs $TORCH_CPUS (taskset); $(lscpu 2>/dev/null | grep -i '^NUMA node' | tr -s ' ' | paste -sd ';' -)"
+fi
+
 start=$SECONDS
 n=0
 high_args=(--rate "$rate" --requests "$requests" "${targs[@]}")
@@ -118,7 +126,7 @@ run_threads_config() {
     alone | alone-gpuprio) jobs=high tmo="$run_timeout" ;;
     low-alone) jobs=low seconds="$low_seconds" tmo="$run_timeout" ;;
   esac
-  start_proc "$tag" "$tmo" "$@" -- "$py" "$script" threads --jobs "$jobs" --high-result "$work/$tag.high.json" \
+  start_proc "$tag" "$tmo" "$@" -- "${job_py[@]}" "$script" threads --jobs "$jobs" --high-result "$work/$tag.high.json" \
     --low-result "$work/$tag.low.json" --seconds "$seconds" "${both_args[@]}"
   finish_proc "$started_pid"
   hrc="" lrc=""
@@ -161,19 +169,19 @@ run_config() {
   fi
   case "$config" in
     alone | alone-gpuprio)
-      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "$py" "$script" high --result "$work/$tag.high.json" \
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${job_py[@]}" "$script" high --result "$work/$tag.high.json" \
         "${high_args[@]}"
       hpid=$started_pid ;;
     low-alone)
-      start_proc "$tag.low" "$run_timeout" -- "$py" "$script" low --result "$work/$tag.low.json" \
+      start_proc "$tag.low" "$run_timeout" -- "${job_py[@]}" "$script" low --result "$work/$tag.low.json" \
         --seconds "$low_seconds" "${low_args[@]}"
       lpid=$started_pid ;;
     native | gpuprio | gpuprio-b)
       # The low process would stop by itself after the high process's longest possible run.
-      start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "$py" "$script" low --result "$work/$tag.low.json" \
+      start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "${job_py[@]}" "$script" low --result "$work/$tag.low.json" \
         --peer "$peer" --stop-file "$stop" --seconds "$run_timeout" "${low_args[@]}"
       lpid=$started_pid
-      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "$py" "$script" high --result "$work/$tag.high.json" \
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${job_py[@]}" "$script" high --result "$work/$tag.high.json" \
         --peer "$peer" "${high_args[@]}"
       hpid=$started_pid ;;
   esac
@@ -207,4 +215,5 @@ elif ((threads)); then
 else
   form="no MPS: the two processes were time-sliced"
 fi
+[[ -n "${TORCH_CPUS:-}" ]] && form="$form; every process on CPUs $TORCH_CPUS (taskset)"
 finish_report "$script" processes "$form"
