@@ -89,6 +89,13 @@ summary="$out/suite.txt"
 mkdir -p "$out"
 : >"$summary"
 status=0
+# torch_step FORM: tools/bench/run_torch_bench.sh in FORM (--threads or --mps) with the step's
+# variables, isolation active and GPUPRIO_LOG=info for the gpuprio runs, then each gpuprio run's
+# exit summary.
+torch_step() {
+  BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" bash tools/bench/run_torch_bench.sh "$dir" "$1" &&
+    python3 tools/bench/exit_summaries.py "$dir"/torch_*_runs.jsonl
+}
 for step in "$@"; do
   dir="$work/$step"
   mkdir -p "$dir"
@@ -127,38 +134,22 @@ for step in "$@"; do
       ROUNDS=3 TORCH_BUDGET=470 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
         BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_RESERVED_SMS=32" B_ENV="GPUPRIO_RESERVED_SMS=16" \
         bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" ;;
-    iso_torch_calls)
-      ROUNDS=2 TORCH_BUDGET=200 TORCH_CONFIGS="alone-gpuprio gpuprio" \
-        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
-        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+    iso_torch_calls) ROUNDS=2 TORCH_BUDGET=200 TORCH_CONFIGS="alone-gpuprio gpuprio" torch_step --threads ;;
     iso_torch_ab)
       ROUNDS=3 TORCH_BUDGET=490 TORCH_CONFIGS="alone alone-gpuprio low-alone gpuprio gpuprio-b" \
-        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
-        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
-        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" torch_step --threads ;;
     iso_torch_p99 | iso_torch_p99_mps)
-      ROUNDS=3 REQUESTS=800 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio" TORCH_CPUS="${TORCH_CPUS:-0-7}" \
-        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" &&
-        python3 tools/bench/exit_summaries.py "$dir"/torch_*_runs.jsonl ;;
+      ROUNDS=3 REQUESTS=800 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio" \
+        TORCH_CPUS="${TORCH_CPUS:-0-7}" torch_step "$([[ "$step" == *_mps ]] && echo --mps || echo --threads)" ;;
     iso_torch_gil)
       ROUNDS=3 REQUESTS=600 TORCH_TIMEOUT=120 TORCH_BUDGET=480 TORCH_CONFIGS="alone gpuprio gpuprio-b" \
-        B_ENV="TORCH_SWITCH_INTERVAL_S=0.0002" BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
-        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+        B_ENV="TORCH_SWITCH_INTERVAL_S=0.0002" torch_step --threads ;;
     iso_torch_yield)
       ROUNDS=3 REQUESTS=500 TORCH_TIMEOUT=120 TORCH_BUDGET=500 TORCH_CONFIGS="alone low-alone gpuprio gpuprio-b" \
-        B_ENV="GPUPRIO_HOST_YIELD_US=0" BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
-        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+        B_ENV="GPUPRIO_HOST_YIELD_US=0" torch_step --threads ;;
     iso_torch_low_ab)
       ROUNDS=3 TORCH_BUDGET=340 TORCH_CONFIGS="low-alone gpuprio gpuprio-b" \
-        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" \
-        BENCH_GPUPRIO_ENV="GPUPRIO_ISOLATION=active GPUPRIO_LOG=info" \
-        bash tools/bench/run_torch_bench.sh "$dir" --threads &&
-        python3 tools/bench/exit_summaries.py "$dir/torch_threads_runs.jsonl" ;;
+        LIB_B="${LIB_B:-$repo/.gpu/libgpuprio_b.so}" torch_step --threads ;;
     *) echo "unknown step $step" >"$dir/error.txt"; false ;;
   esac >"$dir/console.txt" 2>&1
   rc=$?
