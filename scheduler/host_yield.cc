@@ -6,22 +6,19 @@
 #include <atomic>
 
 #include "scheduler/base/clock.h"
-#include "scheduler/base/tls.h"
 
 namespace gpuprio::scheduler {
+namespace internal_host_yield {
+
+GPUPRIO_THREAD_LOCAL ThreadState t_host_yield = {0, kMinPriority - 1, 0, 0, 0};
+
+}  // namespace internal_host_yield
 namespace {
 
-using base::SteadyNowNs;
+using internal_host_yield::t_host_yield;
+using internal_host_yield::ThreadState;
 
-// What the calling thread saw at its last queued op: the counter of launches above its level,
-// and when. A change seen within quiet_ns is a launch within quiet_ns.
-struct LastSeen {
-  uint64_t owner;  // the HostYield's id (one per scheduler)
-  int priority;
-  uint64_t launches_above;
-  int64_t at_ns;
-};
-GPUPRIO_THREAD_LOCAL LastSeen t_last_seen = {0, kMinPriority - 1, 0, 0};
+using base::SteadyNowNs;
 
 std::atomic<uint64_t> g_next_id{1};
 
@@ -50,12 +47,14 @@ uint64_t HostYield::LaunchesAbove(int priority) const {
 
 uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
   if (max_wait_ns_ == 0 || levels_->MaxSeen() <= priority) return 0;
-  LastSeen& last = t_last_seen;
+  ThreadState& last = t_host_yield;
   uint64_t launches = LaunchesAbove(priority);
+  // Another thread launched above this level since this thread's last queued op (the launches
+  // counted are more than this thread's own), and lately.
   const bool launched_lately = last.owner == id_ && last.priority == priority &&
-                               launches != last.launches_above &&
+                               launches - last.launches_above > last.own_above &&
                                now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_);
-  last = {id_, priority, launches, now_ns};
+  last = {id_, priority, launches, now_ns, 0};
   if (!launched_lately) return 0;
   PriorityLevelStats& level = levels_->At(priority);
   if (level.in_flight_estimated_ns.load(std::memory_order_relaxed) < max_wait_ns_) return 0;
@@ -71,7 +70,7 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
     if (seen == launches) break;  // quiet for a step
     launches = seen;
   }
-  last = {id_, priority, launches, t};
+  last = {id_, priority, launches, t, 0};
   const uint64_t waited = static_cast<uint64_t>(t - now_ns);
   level.host_yields.fetch_add(1, std::memory_order_relaxed);
   level.host_yield_ns_sum.fetch_add(waited, std::memory_order_relaxed);

@@ -6,9 +6,25 @@
 
 #include <cstdint>
 
+#include "scheduler/base/tls.h"
 #include "scheduler/priority_levels.h"
 
 namespace gpuprio::scheduler {
+namespace internal_host_yield {
+
+// What the calling thread saw at its last queued op: the counter of launches above that op's
+// level, when, and how many of the launches since were its own (a thread that launches at two
+// levels, through streams of two CUDA priorities, must not wait for itself).
+struct ThreadState {
+  uint64_t owner;  // the HostYield's id (one per scheduler)
+  int priority;
+  uint64_t launches_above;
+  int64_t at_ns;
+  uint64_t own_above;
+};
+extern GPUPRIO_THREAD_LOCAL ThreadState t_host_yield;
+
+}  // namespace internal_host_yield
 
 class HostYield {
  public:
@@ -22,6 +38,12 @@ class HostYield {
   // has at least `max_wait_ns` of estimated GPU work in flight, so the wait idles no SM.
   // Returns how long it waited (ns).
   uint64_t AfterQueued(int priority, int64_t now_ns);
+
+  // The calling thread launched an op of `priority` (queued, on the fast path, or inline).
+  static void NoteOwnLaunch(int priority) {
+    internal_host_yield::ThreadState& t = internal_host_yield::t_host_yield;
+    if (priority > t.priority) ++t.own_above;
+  }
 
   // The ops submitted or issued on their callers at every level above `priority`: it changes
   // whenever a more important thread launches.

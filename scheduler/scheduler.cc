@@ -198,6 +198,7 @@ void Scheduler::Submit(Op* op) {
   if (observer_ != nullptr) observer_->OnSubmit(*op);
   const int priority = op->priority;
   const int64_t submit_ns = op->submit_ns;
+  HostYield::NoteOwnLaunch(priority);
   op->stream->dispatcher->Submit(op);  // `op` belongs to the dispatcher from here on
   host_yield_.AfterQueued(priority, submit_ns);
 }
@@ -253,6 +254,7 @@ bool Scheduler::OnlyLessImportantQueued(const StreamState* stream, int priority)
 void Scheduler::NoteDirect(StreamState* stream, int priority) {
   PriorityLevelStats& level = levels_.At(priority);
   level.ops_on_caller.fetch_add(1, std::memory_order_relaxed);
+  HostYield::NoteOwnLaunch(priority);
   // Keeps this level's ceiling window alive: lower levels stay on their budget while it runs.
   const int64_t now = CoarseNowNs();
   levels_.NoteSubmit(priority, now);
@@ -283,6 +285,7 @@ void Scheduler::BringHome(StreamState* stream) {
   op->priority = EffectivePriority(stream);
   op->home_only = true;
   op->submit_ns = SteadyNowNs();
+  HostYield::NoteOwnLaunch(op->priority);
   stream->dispatcher->Submit(op);  // not observed: it issues nothing
   const uint64_t target = stream->submitted.load(std::memory_order_acquire);
   stream->dispatcher->WaitIssued(stream, target, /*unless_stopping=*/true);

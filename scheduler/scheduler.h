@@ -146,6 +146,7 @@ class Scheduler {
   // Ops run inline are counted here for statistics.
   void CountOnCaller(int priority) {
     levels_.At(priority).ops_on_caller.fetch_add(1, std::memory_order_relaxed);
+    HostYield::NoteOwnLaunch(priority);
   }
 
   // SchedulerOptions::time_calls: a stream call at `priority` took `call_ns` on the application's

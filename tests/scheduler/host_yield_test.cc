@@ -78,6 +78,26 @@ TEST_CASE("HostYield: a launch within the quiet time: waits one quiet step, then
   CHECK(yield.AfterQueued(kLow, SteadyNowNs() + 40 * kMs) == 0);
 }
 
+TEST_CASE("HostYield: a thread never waits for its own launches at a higher level",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 2000 * kMs);
+  HostYield yield(&levels, 1000 * kMs, 20 * kMs);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  // This thread launches on a more important stream, then queues low work again.
+  HostYield::NoteOwnLaunch(kHigh);
+  Launch(&levels);
+  HostYield::NoteOwnLaunch(kHigh);
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  // Its own launches and another thread's: it waits for the other's.
+  HostYield::NoteOwnLaunch(kHigh);
+  Launch(&levels);
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) > 0);
+  CHECK(levels.At(kLow).host_yields.load() == 1);
+}
+
 TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts to its bound",
           "[scheduler][host_yield]") {
   PriorityLevels levels;
