@@ -63,26 +63,28 @@ TEST_CASE("HostYield: a launch since the last op, but too little work in flight:
 TEST_CASE("HostYield: a launch within the quiet time: waits one quiet step, then goes on",
           "[scheduler][host_yield]") {
   PriorityLevels levels;
-  Prepare(&levels, 2000 * kMs);
-  HostYield yield(&levels, 1000 * kMs, 20 * kMs);
+  Prepare(&levels, 10000 * kMs);
+  // Quiet times of hundreds of milliseconds: a sanitizer build on a loaded machine may stall the
+  // test thread for tens between two calls.
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
   Launch(&levels);
   const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
   // One step (half the quiet time) with no launch ends it: far below the bound.
-  CHECK(waited >= 10 * kMs);
-  CHECK(waited < 500 * kMs);
+  CHECK(waited >= 200 * kMs);
+  CHECK(waited < 4000 * kMs);
   CHECK(levels.At(kLow).host_yields.load() == 1);
   CHECK(levels.At(kLow).host_yield_ns_sum.load() == waited);
   // A launch longer ago than the quiet time is no reason to wait.
   Launch(&levels);
-  CHECK(yield.AfterQueued(kLow, SteadyNowNs() + 40 * kMs) == 0);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs() + 800 * kMs) == 0);
 }
 
 TEST_CASE("HostYield: a thread never waits for its own launches at a higher level",
           "[scheduler][host_yield]") {
   PriorityLevels levels;
-  Prepare(&levels, 2000 * kMs);
-  HostYield yield(&levels, 1000 * kMs, 20 * kMs);
+  Prepare(&levels, 10000 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
   // This thread launches on a more important stream, then queues low work again.
   HostYield::NoteOwnLaunch(kHigh);
@@ -102,7 +104,7 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
           "[scheduler][host_yield]") {
   PriorityLevels levels;
   Prepare(&levels, 2000 * kMs);
-  HostYield yield(&levels, 60 * kMs, 20 * kMs);
+  HostYield yield(&levels, 600 * kMs, 400 * kMs);
   std::atomic<bool> stop{false};
   std::thread launcher([&] {
     while (!stop.load()) {
@@ -115,8 +117,8 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
   const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
   stop.store(true);
   launcher.join();
-  CHECK(waited >= 60 * kMs);
-  CHECK(waited < 1000 * kMs);
+  CHECK(waited >= 600 * kMs);
+  CHECK(waited < 10000 * kMs);
   // A thread of the important level itself never waits.
   CHECK(yield.AfterQueued(kHigh, SteadyNowNs()) == 0);
 }
