@@ -812,26 +812,23 @@ def build(runs):
             "low_batches_in_window": spread([js_of(r, "high").get("low_batches_in_window") for r in good
                                              if c in ("native", "gpuprio", "gpuprio-b")]),
         }
+        for k in ("steal_pct", "involuntary_switches_per_request", "voluntary_switches_per_request"):
+            rows[c][k] = spread([js_of(r, "high").get(k) for r in good])
     alone, low_alone = rows["alone"], rows["low-alone"]["low_images_per_s"]["median"]
     alone_by_round = {r["round"]: js_of(r, "high") for r in runs if r["config"] == "alone" and r.get("ok")}
     for c, row in rows.items():
+        good = [r for r in runs if r["config"] == c and r.get("ok")]
         row["p50_vs_alone"] = ratio(row["p50_ms"], alone["p50_ms"])
         row["p99_vs_alone"] = ratio(row["p99_ms"], alone["p99_ms"])
-        row["round_p99_vs_alone"] = spread([ratio(js_of(r, "high").get("p99_ms"), alone["p99_ms"])
-                                            for r in runs if r["config"] == c and r.get("ok")])
+        row["round_p99_vs_alone"] = spread([ratio(js_of(r, "high").get("p99_ms"), alone["p99_ms"]) for r in good])
         row["low_vs_low_alone"] = ratio(row["low_images_per_s"]["median"], low_alone)
-        row["round_low_vs_low_alone"] = spread([ratio(low_rate(r), low_alone)
-                                                for r in runs if r["config"] == c and r.get("ok")])
+        row["round_low_vs_low_alone"] = spread([ratio(low_rate(r), low_alone) for r in good])
         # Round by round against the same round's alone run: the rounds interleave the
         # configurations, so a host that is slower for a while weighs on both sides of a ratio.
         for q in ("p50", "p99"):
             row["paired_%s_vs_alone" % q] = spread([
                 ratio(js_of(r, "high").get(q + "_ms"), alone_by_round.get(r["round"], {}).get(q + "_ms"))
-                for r in runs if r["config"] == c and r.get("ok")])
-        row["steal_pct"] = spread([js_of(r, "high").get("steal_pct") for r in runs
-                                   if r["config"] == c and r.get("ok")])
-        for k in ("involuntary_switches_per_request", "voluntary_switches_per_request"):
-            row[k] = spread([js_of(r, "high").get(k) for r in runs if r["config"] == c and r.get("ok")])
+                for r in good])
     hj = next((js_of(r, "high") for r in runs if r.get("ok") and js_of(r, "high")), {})
     lj = next((js_of(r, "low") for r in runs if r.get("ok") and js_of(r, "low")), {})
     impls = sorted({js_of(r, role).get("impl") for r in runs for role in ("high", "low") if js_of(r, role).get("impl")})
