@@ -36,6 +36,7 @@ struct Config {
   scheduler::Isolation isolation = scheduler::Isolation::kActive;
   int reserved_sms = 16;             // GPUPRIO_RESERVED_SMS: 0..1024; 0 turns isolation off
   uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
+  uint64_t max_hold_ns = 100'000'000;  // GPUPRIO_MAX_HOLD_MS: 1..3600000
   uint64_t host_yield_ns = 2'000'000;  // GPUPRIO_HOST_YIELD_US: 0..1000000 us, 0 off
   // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
   // queued work is abandoned.
@@ -58,7 +59,8 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 
 // Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
 // debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
-// GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
+// GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED, GPUPRIO_MAX_HOLD_MS,
+// GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
 // GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad
 // GPUPRIO_MODE gives passthrough; any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);

@@ -58,6 +58,8 @@ void CreateScheduler() {
   d.ctx_get_device = DriverHelper<HelperId::k_cuCtxGetDevice>();
   d.stream_get_flags = DriverHelper<HelperId::k_cuStreamGetFlags>();
   d.stream_get_priority = DriverHelper<HelperId::k_cuStreamGetPriority>();
+  d.stream_get_ctx = DriverHelper<HelperId::k_cuStreamGetCtx>();
+  d.stream_get_device = DriverHelper<HelperId::k_cuStreamGetDevice>();
   d.event_create = DriverHelper<HelperId::k_cuEventCreate>();
   d.event_record = reinterpret_cast<decltype(d.event_record)>(RealEntry(ApiId::k_cuEventRecord));
   d.event_query = reinterpret_cast<decltype(d.event_query)>(RealEntry(ApiId::k_cuEventQuery));
@@ -95,6 +97,7 @@ void CreateScheduler() {
   options.isolation = config.isolation;
   options.reserved_sms = config.reserved_sms;
   options.max_queued_per_stream = config.max_queued;
+  options.max_hold_ns = config.max_hold_ns;
   options.host_yield_ns = config.host_yield_ns;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
   options.coordinate = config.coordinate;

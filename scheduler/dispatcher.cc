@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -46,7 +48,8 @@ static_assert(kNoPriority < kMinPriority);
 Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
                        const SchedulerOptions& options, PriorityLevels* levels,
                        OpObserver* observer,
-                       std::unique_ptr<coordinator::GpuCoordinator> coordinator)
+                       std::unique_ptr<coordinator::GpuCoordinator> coordinator,
+                       const DispatcherDirectory* directory)
     : device_(device),
       driver_(driver),
       options_(options),
@@ -54,6 +57,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       observer_(observer),
       observer_wants_timings_(observer != nullptr && observer->WantsTimings()),
       coordinator_(std::move(coordinator)),
+      directory_(directory),
       estimates_(options.default_estimate_ns) {
   Start();
 }
@@ -597,27 +601,42 @@ Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
 bool Dispatcher::IssueNext() {
   confined_wait_until_ns_ = 0;
   if (active_.empty()) return false;
-  StreamQueue* best = nullptr;
-  for (StreamQueue* q : active_) {
-    const Op* h = q->pending.front();
-    if (best == nullptr) {
-      best = q;
-      continue;
-    }
-    const Op* b = best->pending.front();
-    if (h->priority > b->priority || (h->priority == b->priority && h->seq < b->seq)) best = q;
-  }
-  held_priority_ = best->pending.front()->priority;  // if it is held, ParkHeld's floor
-  // What must go first for `best` to be correct goes first, whatever its priority (priority
-  // inheritance): the chain is acyclic because every link goes to a smaller sequence number or
-  // to a stream the head waits for.
-  StreamQueue* q = best;
+  // The most important head (another device's op waiting for it lends it its priority), then
+  // what must go first for it to be correct, whatever its priority (priority inheritance): the
+  // chain is acyclic because every link goes to a smaller sequence number or to a stream the
+  // head waits for. A chain that ends at an event wait whose record another device's dispatcher
+  // has not issued yet cannot go now: that dispatcher is asked to issue it first, and the next
+  // most important head is tried (a wait never blocks its own device's other streams).
+  absl::InlinedVector<const StreamQueue*, 4> waiting_for_other_device;
+  StreamQueue* q = nullptr;
   bool inherited = false;
-  for (int hops = 0; hops < 1024; ++hops) {
-    StreamQueue* blocker = PickBlocker(q, q->pending.front());
-    if (blocker == nullptr) break;
-    q = blocker;
-    inherited = true;
+  held_priority_ = kNoPriority;
+  for (;;) {
+    StreamQueue* best = nullptr;
+    int best_priority = kNoPriority;
+    for (StreamQueue* c : active_) {
+      if (absl::c_linear_search(waiting_for_other_device, c)) continue;
+      const int p = HeadPriority(*c);
+      if (best == nullptr || p > best_priority ||
+          (p == best_priority && c->pending.front()->seq < best->pending.front()->seq)) {
+        best = c;
+        best_priority = p;
+      }
+    }
+    if (best == nullptr) return false;  // every head waits for another device
+    // If it is held, ParkHeld's floor (the first head tried is the most important one).
+    if (waiting_for_other_device.empty()) held_priority_ = best_priority;
+    q = best;
+    inherited = best_priority > best->pending.front()->priority;
+    for (int hops = 0; hops < 1024; ++hops) {
+      StreamQueue* blocker = PickBlocker(q, q->pending.front());
+      if (blocker == nullptr) break;
+      q = blocker;
+      inherited = true;
+    }
+    const Op& end = *q->pending.front();
+    if (!WaitsForOtherDevice(end) || !AskOtherDevice(end, best_priority)) break;
+    waiting_for_other_device.push_back(best);
   }
   Op* op = q->pending.front();
   // An event wait whose record is still being submitted (counted, not yet in the inbox) is not
@@ -694,10 +713,21 @@ bool Dispatcher::IssueNext() {
     // their kernels (options.h) -- unless more important work is queued behind it on its own
     // stream: that work cannot run before it, so holding it would hold that work too, for ever.
     // The hold is bounded (long_op_max_hold_ns): lower work must always progress.
-    const bool held_long =
-        op->held_since_ns != 0 &&
-        now - op->held_since_ns >= static_cast<int64_t>(options_.long_op_max_hold_ns);
-    if (Admit(op->priority, estimate, snapshot) != Admission::kIssue ||
+    const int64_t held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
+    const bool held_long = held_ns >= static_cast<int64_t>(options_.long_op_max_hold_ns);
+    Admission verdict = Admit(op->priority, estimate, snapshot);
+    if (verdict == Admission::kHoldForHigherPriority &&
+        held_ns >= static_cast<int64_t>(options_.max_hold_ns)) {
+      // Held for more important work as long as any op may be (options.h, max_hold_ns): from now
+      // on the budget alone decides, as if nothing more important were active.
+      AdmissionSnapshot budget_only = snapshot;
+      budget_only.highest_pending_or_in_flight = kNoPriority;
+      verdict = Admit(op->priority, estimate, budget_only);
+      if (verdict == Admission::kIssue) {
+        levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (verdict != Admission::kIssue ||
         (op->priority < ceiling && estimate > budget_ns && !held_long &&
          HigherBusyWithin(q, op->priority, now, options_.long_op_idle_ns) &&
          !MoreImportantBehind(*q, op->priority))) {
@@ -974,9 +1004,11 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
     // lines); the suppressed count is reported.
     GPUPRIO_LOG_THROTTLED(LogLevel::kError,
-                          "%s on stream %p failed with CUDA error %d; the stream's next "
-                          "synchronize or query returns it",
+                          "%s on stream %p (device %d, context %p%s) failed with CUDA error %d; "
+                          "the stream's next synchronize or query returns it",
                           op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
+                          device_, static_cast<void*>(s->context),
+                          op->confined_stream != nullptr ? ", on its twin" : "",
                           static_cast<int>(result));
     if (start != nullptr) q->free_events.push_back(start);
   } else {
@@ -1030,7 +1062,50 @@ void Dispatcher::CountIssued(Op* op) {
   op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_sub(1, std::memory_order_seq_cst);
   levels_->At(op->priority).ops_unissued.fetch_sub(1, std::memory_order_seq_cst);
+  WakeWaitingDevices(op->stream);
   op->home->Give(op);
+}
+
+void Dispatcher::WakeWaitingDevices(StreamState* s) {
+  // No lost wake-up: a waiting dispatcher sets its bit, then reads `issued` (AskOtherDevice);
+  // this thread raised `issued`, then reads the bits (all seq_cst), so one sees the other.
+  if (s->awaited_by.load(std::memory_order_seq_cst) == 0) return;  // the common case: one load
+  if (s->issued.load(std::memory_order_seq_cst) <
+      s->awaited_count.load(std::memory_order_seq_cst)) {
+    return;
+  }
+  uint64_t waiting = s->awaited_by.exchange(0, std::memory_order_seq_cst);
+  s->awaited_priority.store(kPriorityUnset, std::memory_order_relaxed);
+  while (waiting != 0) {
+    const int device = __builtin_ctzll(waiting);
+    waiting &= waiting - 1;
+    if (Dispatcher* d = directory_ != nullptr ? directory_->Find(device) : nullptr) {
+      d->WakeForOtherDevice();
+    }
+  }
+}
+
+int Dispatcher::HeadPriority(const StreamQueue& q) const {
+  const Op* head = q.pending.front();
+  const StreamState* s = q.state;
+  // Count first, then priority: the asking dispatcher writes them in the other order.
+  if (s->awaited_count.load(std::memory_order_seq_cst) >= head->stream_index) {
+    return std::max(head->priority, s->awaited_priority.load(std::memory_order_seq_cst));
+  }
+  return head->priority;
+}
+
+bool Dispatcher::AskOtherDevice(const Op& op, int priority) {
+  StreamState* other = op.depends_on;
+  AtomicMax(other->awaited_priority, priority);
+  AtomicMax(other->awaited_count, op.depends_on_count);
+  other->awaited_by.fetch_or(DispatcherDirectory::Bit(device_), std::memory_order_seq_cst);
+  if (other->issued.load(std::memory_order_seq_cst) >= op.depends_on_count) return false;
+  // Asked again on every round this op is still waiting: the other dispatcher may have cleared
+  // the request (met for an earlier wait) between this one's reads. A round comes at most every
+  // few hundred microseconds while it waits (WaitWhileHeld), so this costs little.
+  other->dispatcher->WakeForOtherDevice();
+  return true;
 }
 
 CUevent Dispatcher::TakeEvent(StreamQueue* q) {

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "scheduler/admission_policy.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
+#include "scheduler/dispatcher_directory.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
 #include "scheduler/op.h"
@@ -47,10 +48,13 @@ class Dispatcher {
  public:
   // `observer` (may be null) must outlive the dispatcher. `coordinator` (may be null): this
   // process's slot in the GPU's shared segment, through which other processes' levels take part
-  // in admission (docs/coordinator.md).
+  // in admission (docs/coordinator.md). `directory` (may be null: one device only): the process's
+  // dispatchers, through which this one and those of other devices wake each other when an op of
+  // one waits for a stream of the other (an event recorded there); it must outlive them all.
   Dispatcher(int device, const DriverFunctions& driver, const SchedulerOptions& options,
              PriorityLevels* levels, OpObserver* observer,
-             std::unique_ptr<coordinator::GpuCoordinator> coordinator = nullptr);
+             std::unique_ptr<coordinator::GpuCoordinator> coordinator = nullptr,
+             const DispatcherDirectory* directory = nullptr);
   ~Dispatcher();  // stops the thread; ops still queued are issued first
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -90,6 +94,10 @@ class Dispatcher {
     direct_in_progress_.fetch_add(1, std::memory_order_seq_cst);
     coordinator_->RaiseActive(priority);
   }
+
+  // Another device's dispatcher, whose op waits until a stream of this device has issued some
+  // ops (StreamState::awaited_count): this one takes a round at once, issuing those ops first.
+  void WakeForOtherDevice() { Wake(); }
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
   // parked dispatcher. Blocks only when the stream has more than max_queued_per_stream unissued
@@ -232,6 +240,19 @@ class Dispatcher {
   CUresult SetContext(CUcontext context);
   int PollCompletions();  // returns the number of completion marks passed
   StreamQueue* PickBlocker(StreamQueue* q, Op* head);
+  // The priority `q`'s head op is chosen at: its own, or that of another device's op that waits
+  // for it (StreamState::awaited_priority), whichever is higher.
+  int HeadPriority(const StreamQueue& q) const;
+  // Whether `op` waits for a stream of another device that has not issued what it must follow.
+  bool WaitsForOtherDevice(const Op& op) const {
+    return op.depends_on != nullptr && op.depends_on->dispatcher != this &&
+           op.depends_on->issued.load(std::memory_order_seq_cst) < op.depends_on_count;
+  }
+  // Asks the other device's dispatcher to issue what `op` waits for first, as if at `priority`,
+  // and to wake this one once it has. False when that work turned out to be issued already.
+  bool AskOtherDevice(const Op& op, int priority);
+  // After an op of `s` was counted issued: wakes the other devices' dispatchers waiting for it.
+  void WakeWaitingDevices(StreamState* s);
   bool IssueNext();
   // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
   // stream's twin.
@@ -307,6 +328,7 @@ class Dispatcher {
   const bool observer_wants_timings_;
 
   const std::unique_ptr<coordinator::GpuCoordinator> coordinator_;
+  const DispatcherDirectory* const directory_;
 
   OpInbox inbox_;
   // Ops submitted and not yet issued (the fast path's test).

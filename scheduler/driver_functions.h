@@ -14,6 +14,12 @@ struct DriverFunctions {
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;
   CUresult (*stream_get_flags)(CUstream, unsigned int*) = nullptr;
   CUresult (*stream_get_priority)(CUstream, int*) = nullptr;
+  // Optional: a created stream's own context and device. With them a stream is scheduled in its
+  // own context, on its own device's dispatcher, whatever context is current when it is used (a
+  // thread may name another device's stream: CUDA 13 launches there); without them the current
+  // context's are taken.
+  CUresult (*stream_get_ctx)(CUstream, CUcontext*) = nullptr;
+  CUresult (*stream_get_device)(CUstream, CUdevice*) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_query)(CUevent) = nullptr;

@@ -108,6 +108,11 @@ struct SchedulerOptions {
   // it, so lower work always progresses (a thread synchronising on it is never stalled for good,
   // whatever keeps the higher levels busy).
   uint64_t long_op_max_hold_ns = 50'000'000;
+  // GPUPRIO_MAX_HOLD_MS: no op is held back for more important work (rule 1) longer than this
+  // after the policy first held it; then the budget alone admits it. Lower work always
+  // progresses, whatever keeps the higher levels busy: a collective kernel that another rank's
+  // kernel spins on (NCCL) delays that rank by at most this much, never for good.
+  uint64_t max_hold_ns = 100'000'000;
   coordinator::SegmentOptions segment;  // GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
 };
 

@@ -32,6 +32,8 @@ struct PriorityLevelStats {
   std::atomic<uint64_t> ops_held{0};
   std::atomic<uint64_t> held_ns_sum{0};
   std::atomic<uint64_t> held_ns_max{0};
+  // Of those, issued because the hold reached its bound (SchedulerOptions::max_hold_ns).
+  std::atomic<uint64_t> ops_hold_bound{0};
   std::atomic<uint64_t> in_flight_ops{0};
   std::atomic<uint64_t> in_flight_estimated_ns{0};
   std::atomic<int64_t> last_submit_ns{0};

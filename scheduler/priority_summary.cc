@@ -55,6 +55,10 @@ std::vector<std::string> FormatPrioritySummary(const PriorityLevels& levels) {
       absl::StrAppendFormat(&line, " held_back ops=%d total_ms=%.1f max_ms=%.1f", held,
                             Micros(level.held_ns_sum.load(std::memory_order_relaxed)) / 1000.0,
                             Micros(level.held_ns_max.load(std::memory_order_relaxed)) / 1000.0);
+      // Issued at the hold's bound (GPUPRIO_MAX_HOLD_MS) although more important work was active.
+      if (const uint64_t bound = level.ops_hold_bound.load(std::memory_order_relaxed)) {
+        absl::StrAppendFormat(&line, " at_hold_bound=%d", bound);
+      }
     }
     // Callers that stepped aside for a more important thread of this process (HostYield).
     if (const uint64_t yields = level.host_yields.load(std::memory_order_relaxed)) {

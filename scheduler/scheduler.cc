@@ -102,21 +102,18 @@ StreamState* Scheduler::Resolve(CUstream stream, bool per_thread_entry) {
 
 StreamState* Scheduler::FindByHandle(CUstream stream) {
   absl::ReaderMutexLock lock(&mu_);
-  for (const auto& [key, state] : streams_) {
-    if (key.stream == stream) return state;
-  }
-  return nullptr;
+  auto it = streams_.find(Key{nullptr, stream});
+  return it != streams_.end() ? it->second : nullptr;
 }
 
-Dispatcher* Scheduler::DispatcherForCurrentContext() {
-  CUdevice device = 0;
-  if (driver_.ctx_get_device(&device) != CUDA_SUCCESS) return nullptr;
+Dispatcher* Scheduler::DispatcherFor(CUdevice device) {
   auto it = dispatchers_.find(device);
   if (it != dispatchers_.end()) return it->second.get();
   auto dispatcher = std::make_unique<Dispatcher>(device, driver_, options_, &levels_, observer_,
-                                                 AttachCoordinator(device));
+                                                 AttachCoordinator(device), &directory_);
   Dispatcher* raw = dispatcher.get();
   dispatchers_.emplace(device, std::move(dispatcher));
+  directory_.Add(device, raw);
   return raw;
 }
 
@@ -149,15 +146,21 @@ std::unique_ptr<coordinator::GpuCoordinator> Scheduler::AttachCoordinator(CUdevi
 }
 
 StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool legacy) {
+  // A created stream is known by its handle alone (handles are unique across contexts): a thread
+  // may name another device's stream while its own context is current, and the stream's work
+  // must still go to one queue, in the stream's own context, on the stream's own device.
+  const Key key{legacy ? context : nullptr, stream};
   {
     absl::ReaderMutexLock lock(&mu_);
-    auto it = streams_.find(Key{context, stream});
+    auto it = streams_.find(key);
     if (it != streams_.end()) return it->second;
   }
   // Stream properties are read once, from the driver, so streams created before gpuprio saw
   // them (or through paths it does not intercept) are described correctly.
   bool blocking = true;
   int priority = kPriorityUnset;
+  bool known_device = false;
+  CUdevice device = 0;
   if (!legacy) {
     unsigned int flags = 0;
     if (driver_.stream_get_flags(stream, &flags) != CUDA_SUCCESS) return nullptr;
@@ -166,12 +169,19 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
     if (driver_.stream_get_priority(stream, &cuda_priority) == CUDA_SUCCESS) {
       priority = FromCudaStreamPriority(cuda_priority);
     }
+    CUcontext own = nullptr;
+    if (driver_.stream_get_ctx != nullptr && driver_.stream_get_ctx(stream, &own) == CUDA_SUCCESS &&
+        own != nullptr) {
+      context = own;
+    }
+    known_device = driver_.stream_get_device != nullptr &&
+                   driver_.stream_get_device(stream, &device) == CUDA_SUCCESS;
   }
+  if (!known_device && driver_.ctx_get_device(&device) != CUDA_SUCCESS) return nullptr;
   absl::MutexLock lock(&mu_);
-  auto it = streams_.find(Key{context, stream});
+  auto it = streams_.find(key);
   if (it != streams_.end()) return it->second;
-  Dispatcher* dispatcher = DispatcherForCurrentContext();
-  if (dispatcher == nullptr) return nullptr;
+  Dispatcher* dispatcher = DispatcherFor(device);
   // A destroyed stream's state, once its dispatcher let go of it, serves the next stream of the
   // same device: memory stays bounded by the most streams alive at once.
   StreamState* raw = dispatcher->TakeRecycledStream();
@@ -189,7 +199,7 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
   raw->destroyed.store(false, std::memory_order_relaxed);
   raw->direct_priority.store(kPriorityUnset, std::memory_order_relaxed);
   raw->direct_next = nullptr;
-  streams_.emplace(Key{context, stream}, raw);
+  streams_.emplace(key, raw);
   return raw;
 }
 
@@ -306,7 +316,7 @@ std::vector<StreamState*> Scheduler::Streams(CUcontext context, bool legacy_only
   std::vector<StreamState*> out;
   absl::ReaderMutexLock lock(&mu_);
   for (const auto& [key, state] : streams_) {
-    if (context != nullptr && key.context != context) continue;
+    if (context != nullptr && state->context != context) continue;
     if (legacy_only && !state->legacy) continue;
     out.push_back(state);
   }

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "scheduler/base/atomic_max.h"
 #include "scheduler/dispatcher.h"
+#include "scheduler/dispatcher_directory.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/host_yield.h"
 #include "scheduler/op.h"
@@ -191,9 +192,10 @@ class Scheduler {
   };
 
   StreamState* ResolveSlow(CUcontext context, CUstream stream, bool legacy);
-  // A created stream already known, by its handle alone (a linear search: failure paths only).
+  // A created stream already known, by its handle alone.
   StreamState* FindByHandle(CUstream stream);
-  Dispatcher* DispatcherForCurrentContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device's dispatcher, created (with its slot in the GPU's shared segment) on first use.
+  Dispatcher* DispatcherFor(CUdevice device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This process's slot in the GPU's shared segment (null: coordination off or unavailable; the
   // reason is logged once).
   std::unique_ptr<coordinator::GpuCoordinator> AttachCoordinator(CUdevice device);
@@ -212,8 +214,11 @@ class Scheduler {
   std::atomic<uint64_t> stream_epoch_{1};
 
   absl::Mutex mu_;
+  // Created streams by handle alone (context null), legacy streams by context.
   absl::flat_hash_map<Key, StreamState*> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<StreamState>> stream_storage_ ABSL_GUARDED_BY(mu_);
+  // The dispatchers for one another (lock-free); declared first, so it outlives them.
+  DispatcherDirectory directory_;
   absl::flat_hash_map<int, std::unique_ptr<Dispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);
 
   static constexpr int kEventShards = 16;

@@ -45,6 +45,15 @@ struct StreamState {
   std::atomic<bool> direct_unmarked{false};
   StreamState* direct_next = nullptr;
 
+  // Across devices: ops of other devices' dispatchers wait until this stream has issued
+  // `awaited_count` ops (event waits on a record queued here). The stream's own dispatcher
+  // issues those ops first, as if they had `awaited_priority` (priority inheritance), and once
+  // they are issued wakes the dispatchers in `awaited_by` (DispatcherDirectory bits). Raised by
+  // the waiting dispatchers (AtomicMax, fetch_or), cleared by the stream's own.
+  std::atomic<uint64_t> awaited_count{0};
+  std::atomic<int> awaited_priority{kPriorityUnset};
+  std::atomic<uint64_t> awaited_by{0};
+
   bool HasUnissued() const {
     return issued.load(std::memory_order_acquire) < submitted.load(std::memory_order_acquire);
   }

@@ -51,6 +51,15 @@ CUresult GetFlags(CallScope& call, CUstream h, bool ptsz, unsigned* flags) {
   });
 }
 
+CUresult GetDevice(CallScope& call, CUstream h, bool ptsz, CUdevice* device) {
+  absl::MutexLock lock(&Mu());
+  return WithStream(call, h, ptsz, [&](Stream* s) {
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *device = s->ctx->device;
+    return CUDA_SUCCESS;
+  });
+}
+
 CUresult GetCtx(CallScope& call, CUstream h, bool ptsz, CUcontext* pctx, CUgreenCtx* green) {
   absl::MutexLock lock(&Mu());
   return WithStream(call, h, ptsz, [&](Stream* s) {
@@ -145,6 +154,12 @@ CUresult cuStreamGetFlags(CUstream h, unsigned int* f) {
 }
 CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int* f) {
   return RunApi("cuStreamGetFlags_ptsz", [&](CallScope& c) { return fakecuda::GetFlags(c, h, true, f); });
+}
+CUresult cuStreamGetDevice(CUstream h, CUdevice* d) {
+  return RunApi("cuStreamGetDevice", [&](CallScope& c) { return fakecuda::GetDevice(c, h, false, d); });
+}
+CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice* d) {
+  return RunApi("cuStreamGetDevice_ptsz", [&](CallScope& c) { return fakecuda::GetDevice(c, h, true, d); });
 }
 CUresult cuStreamGetCtx(CUstream h, CUcontext* p) {
   return RunApi("cuStreamGetCtx", [&](CallScope& c) { return fakecuda::GetCtx(c, h, false, p, nullptr); });

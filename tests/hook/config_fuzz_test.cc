@@ -35,7 +35,8 @@ const char* const kVariables[] = {
     "GPUPRIO_MODE",         "GPUPRIO_PRIORITY",      "GPUPRIO_BUDGET_US",
     "GPUPRIO_MAX_QUEUED",   "GPUPRIO_DIRECT_ISSUE",  "GPUPRIO_LOG",
     "GPUPRIO_TRACE",        "GPUPRIO_TRACE_MAX_MB",  "GPUPRIO_TRACE_ALL_APIS",
-    "GPUPRIO_CUPTI_LIBRARY", "GPUPRIO_EXIT_TIMEOUT_MS", "GPUPRIO_PEER_BUDGET_US"};
+    "GPUPRIO_CUPTI_LIBRARY", "GPUPRIO_EXIT_TIMEOUT_MS", "GPUPRIO_PEER_BUDGET_US",
+    "GPUPRIO_MAX_HOLD_MS"};
 
 const char* const kWords[] = {"schedule", "passthrough", "off",  "error", "warning", "warn",
                               "info",     "debug",       "low",  "normal", "high",  "0",
@@ -259,6 +260,8 @@ TEST_CASE("The configuration readers survive 100,000 random environments", "[con
                  static_cast<int64_t>(c.peer_budget_ns / 1000), 500);
     CheckInteger(env, parsed.problems, "GPUPRIO_MAX_QUEUED", 2, 1'000'000,
                  static_cast<int64_t>(c.max_queued), 1024);
+    CheckInteger(env, parsed.problems, "GPUPRIO_MAX_HOLD_MS", 1, 3'600'000,
+                 static_cast<int64_t>(c.max_hold_ns / 1'000'000), 100);
     CheckInteger(env, parsed.problems, "GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000,
                  static_cast<int64_t>(c.exit_timeout_ns / 1'000'000), 30000);
     CheckInteger(env, traced.problems, "GPUPRIO_TRACE_MAX_MB", 1, 1 << 20,
