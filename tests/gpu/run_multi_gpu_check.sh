@@ -19,7 +19,8 @@
 # Further names KEY=VALUE,KEY=VALUE (e.g. low,GPUPRIO_ISOLATION=off is written
 # "GPUPRIO_PRIORITY=low,GPUPRIO_ISOLATION=off") run schedule mode with those variables.
 # MULTI_GPU_CHECKS (default "xdev graph ddp"), MULTI_GPU_RUNS (default 3), MULTI_GPU_LOG (the
-# preloaded runs' GPUPRIO_LOG, default warning).
+# preloaded runs' GPUPRIO_LOG, default warning), MULTI_GPU_DDP_ARGS (more arguments of the ddp
+# check, e.g. "--no-set-device --image-size 224").
 #
 # Writes OUT/multi_gpu_summary.txt (one row per run) and OUT/multi_gpu_logs.tgz; exit 0 only on PASS.
 set -uo pipefail
@@ -65,7 +66,8 @@ for check in "${checks[@]}"; do
       fi
       if [[ "$check" == ddp ]]; then
         port=$((29500 + RANDOM % 2000))
-        cmd=("$py" -m torch.distributed.run --nproc_per_node=2 --master_port="$port" "$script" ddp)
+        cmd=("$py" -m torch.distributed.run --nproc_per_node=2 --master_port="$port" "$script" ddp
+             ${MULTI_GPU_DDP_ARGS:-})
       else
         cmd=("$py" "$script" "$check")
       fi
