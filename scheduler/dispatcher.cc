@@ -763,6 +763,7 @@ bool Dispatcher::HigherBusyWithin(const StreamQueue* except, int priority, int64
 }
 
 bool Dispatcher::ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling) {
+  if (op.cost_key != nullptr && unconfinable_.contains(op.cost_key)) return false;
   bool above = false;
   switch (options_.isolation) {
     case Isolation::kOff:
@@ -991,7 +992,25 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     }
   }
   if (observer_ != nullptr) observer_->OnIssueBegin(*op);
-  const CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
+  CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
+  if (result != CUDA_SUCCESS && op->confined_stream != nullptr) {
+    // Confinement must change nothing a program sees. A call the partition refuses (on an H100
+    // under MPS, cuBLAS kernels whose thread-block clusters do not fit the green context: CUDA
+    // error 912) did nothing, so it runs on the stream's own after the twin's work, as it would
+    // have natively, and its function is never confined again.
+    if (op->cost_key != nullptr) unconfinable_.insert(op->cost_key);
+    GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
+                          "isolation: %s refused on device %d's SM partition (CUDA error %d); it "
+                          "and later launches of its function run on the whole GPU",
+                          op->name != nullptr ? op->name : "op", device_, static_cast<int>(result));
+    if (start != nullptr) {
+      q->free_events.push_back(start);  // recorded on the twin: it would time the wrong span
+      start = nullptr;
+    }
+    target = Place(q, /*confine=*/false);
+    op->confined_stream = target != s->stream ? target : nullptr;
+    result = op->issue(*op);
+  }
   if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
   if (s->legacy) {
     ++q->links->legacy_ops;

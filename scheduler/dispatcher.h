@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -405,6 +406,8 @@ class Dispatcher {
   // GPU is shared under MPS (only then do other processes' levels confine this one's work:
   // without MPS processes time-slice, and a partition would only idle SMs).
   std::unique_ptr<SmPartition> partition_;
+  // Functions whose launch the partition refused: they always run on their own streams.
+  absl::flat_hash_set<const void*> unconfinable_;
   bool partition_tried_ = false;
   bool mps_known_ = false;  // mps_ was read from the driver (SharesSmsWithPeers)
   bool mps_ = false;

@@ -27,7 +27,13 @@ struct Launch {
   void** extra = nullptr;
   bool has_priority = false;
   int priority = 0;
+  unsigned cluster_blocks = 1;  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION's x * y * z
 };
+
+// The largest thread-block cluster a green context of the fake takes. An H100 under MPS refused
+// cuBLAS's 2-block clusters on a green context of 116 of its 132 SMs (CUDA error 912): the fake
+// refuses every cluster on a partition, so tests can check that such a launch still runs.
+constexpr unsigned kGreenMaxClusterBlocks = 1;
 
 // Fills `bytes` (the declared parameter space) from kernelParams or from the `extra` buffer.
 CUresult CopyParams(const BuiltinKernel& k, void** params, void** extra, std::vector<uint8_t>* bytes) {
@@ -75,6 +81,9 @@ CUresult DoLaunch(CallScope& call, const Launch& l, bool per_thread) {
   for (int i = 0; i < 3; ++i) {
     if (l.grid[i] == 0 || l.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
   }
+  if (stream->ctx->green && l.cluster_blocks > kGreenMaxClusterBlocks) {
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
   const uint64_t threads = uint64_t{l.block[0]} * l.block[1] * l.block[2];
   if (threads > kMaxThreadsPerBlock || l.block[2] > kMaxBlockDimZ) return CUDA_ERROR_INVALID_VALUE;
   if (l.shared_mem > kMaxSharedBytes) return CUDA_ERROR_INVALID_VALUE;
@@ -121,6 +130,10 @@ CUresult LaunchEx(CallScope& call, const CUlaunchConfig* config, CUfunction f, v
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PRIORITY) {
       l.has_priority = true;
       l.priority = config->attrs[i].value.priority;
+    } else if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      const auto& c = config->attrs[i].value.clusterDim;
+      if (c.x == 0 || c.y == 0 || c.z == 0) return CUDA_ERROR_INVALID_VALUE;
+      l.cluster_blocks = c.x * c.y * c.z;
     }
   }
   return DoLaunch(call, l, per_thread);

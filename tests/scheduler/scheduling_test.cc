@@ -59,7 +59,8 @@ TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[
   const std::string lcuda = Path("tests/fake_cuda/clients/lcuda_client");
   const std::vector<std::vector<std::string>> runs = {
       {cudart, "launch_forms"}, {cudart, "params"}, {cudart, "streams"},
-      {cudart, "fork"},         {lcuda, "launch_forms"}, {lcuda, "memcpy"},
+      {cudart, "fork"},         {cudart, "clusters"},     {lcuda, "launch_forms"},
+      {lcuda, "memcpy"},
   };
   for (const auto& [variant, env] : kScheduleVariants) {
     for (const auto& argv : runs) {

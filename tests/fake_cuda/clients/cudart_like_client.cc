@@ -1,7 +1,9 @@
 // A fake client that reaches the driver exactly as libcudart 13 does: dlopen("libcuda.so.1"),
 // dlsym(handle, "cuGetProcAddress_v2"), the "" probe, ("cuGetProcAddress", 11030) and
 // ("cuGetProcAddress", 12000), then every entry point through the pointer returned for 12000.
-// Usage: cudart_like_client launch_forms|params|streams|fork; exits 0 only if all checks pass.
+// Usage: cudart_like_client launch_forms|params|streams|fork|clusters; exits 0 only if all checks
+// pass. clusters: cuLaunchKernelEx with thread-block clusters (which the fake's green contexts
+// refuse, as an H100's did under MPS) on the legacy stream and a created one; every launch lands.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +164,39 @@ int LaunchForms() {
   }
   Check(count("cuLaunchKernelEx") == 2 && count("cuLaunchKernelEx_ptsz") == 2,
         "two calls of cuLaunchKernelEx and of cuLaunchKernelEx_ptsz");
+  return fake_client::Succeed();
+}
+
+int Clusters() {
+  Setup s = InitContext();
+  CUfunction fill = Function(s, "fill_u32");
+  CUfunction add = Function(s, "add_u32");
+  constexpr uint32_t kCount = 64;
+  auto launch = Get<PFN_cuLaunchKernel_v4000>("cuLaunchKernel", kLegacy);
+  auto launch_ex = Get<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx", kLegacy);
+  CUstream created = nullptr;
+  CheckCu(Get<PFN_cuStreamCreate_v2000>("cuStreamCreate", kLegacy)(&created, 0), "cuStreamCreate");
+  for (CUstream stream : {static_cast<CUstream>(nullptr), created}) {
+    CUdeviceptr buf = Alloc(kCount * 4);
+    uint32_t zero = 0, delta = 3, count = kCount;
+    void* fill_args[] = {&buf, &zero, &count};
+    CheckCu(launch(fill, 1, 1, 1, 64, 1, 1, 0, stream, fill_args, nullptr), "cuLaunchKernel fill");
+    void* args[] = {&buf, &delta, &count};
+    CUlaunchConfig config{};
+    config.gridDimX = 2, config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 64, config.blockDimY = config.blockDimZ = 1;
+    config.hStream = stream;
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    for (int i = 0; i < 5; ++i) CheckCu(launch_ex(&config, add, args, nullptr), "clustered launch");
+    CheckCu(Get<PFN_cuStreamSynchronize_v2000>("cuStreamSynchronize", kLegacy)(stream),
+            "cuStreamSynchronize after clustered launches");
+    CheckAll(ReadBack(buf, kCount, kLegacy), 15, stream == nullptr ? "legacy stream" : "created stream");
+  }
   return fake_client::Succeed();
 }
 
@@ -378,5 +413,6 @@ int main(int argc, char** argv) {
   if (scenario == "params") return Params();
   if (scenario == "streams") return Streams();
   if (scenario == "fork") return Fork();
+  if (scenario == "clusters") return Clusters();
   Fail("unknown scenario");
 }
