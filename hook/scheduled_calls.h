@@ -272,6 +272,15 @@ scheduler::StreamState* WaitBeforeSync(scheduler::Scheduler* s, Args... args) {
   } else if constexpr (kHasArg<CUevent, Args...>) {
     s->WaitEvent(FirstArg<CUevent>(args...));
     return nullptr;
+  } else if constexpr (kHasArg<CUfunction, Args...>) {
+    // A function attribute (dynamic shared memory limit, cache configuration) applies to the
+    // launches that reach the driver after it: queued launches of the function go first, with
+    // the value they were launched under (a limit lowered under them fails them).
+    s->WaitLaunchesOf(FirstArg<CUfunction>(args...));
+    return nullptr;
+  } else if constexpr (kHasArg<CUkernel, Args...>) {
+    s->WaitLaunchesOf(FirstArg<CUkernel>(args...));
+    return nullptr;
   } else {
     // Synchronous copies and sets, frees, unloads: they follow all earlier work.
     s->WaitAll();

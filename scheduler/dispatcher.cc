@@ -1078,6 +1078,7 @@ void Dispatcher::CountIssued(Op* op) {
   if (op->issued_counter != nullptr) {
     op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
   }
+  if (op->launch_counter != nullptr) op->launch_counter->fetch_sub(1, std::memory_order_acq_rel);
   op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_sub(1, std::memory_order_seq_cst);
   levels_->At(op->priority).ops_unissued.fetch_sub(1, std::memory_order_seq_cst);

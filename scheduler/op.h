@@ -33,6 +33,9 @@ struct Op {
   uint64_t depends_on_count = 0;
   // Decremented once the op is issued (an event's count of queued waits).
   std::atomic<int>* issued_counter = nullptr;
+  // Decremented once the op is issued: a kernel launch's count in QueuedLaunches (set by
+  // Scheduler::Submit).
+  std::atomic<int32_t>* launch_counter = nullptr;
   int64_t submit_ns = 0;
   // When the policy first refused to issue it (0: never held back), for the exit summary.
   int64_t held_since_ns = 0;

@@ -55,6 +55,7 @@ Op* OpPool::Take() {
   op->depends_on_count = 0;
   op->held_since_ns = 0;
   op->issued_counter = nullptr;
+  op->launch_counter = nullptr;
   op->seq = 0;
   op->stream_index = 0;
   op->data.clear();

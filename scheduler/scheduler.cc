@@ -208,6 +208,10 @@ void Scheduler::Submit(Op* op) {
   if (observer_ != nullptr) observer_->OnSubmit(*op);
   const int priority = op->priority;
   const int64_t submit_ns = op->submit_ns;
+  if (op->cost_key != nullptr) {  // a kernel launch
+    op->launch_counter = queued_launches_.CounterFor(op->cost_key);
+    op->launch_counter->fetch_add(1, std::memory_order_acq_rel);
+  }
   HostYield::NoteOwnLaunch(priority);
   op->stream->dispatcher->Submit(op);  // `op` belongs to the dispatcher from here on
   host_yield_.AfterQueued(priority, submit_ns);
@@ -329,6 +333,10 @@ void Scheduler::WaitContext(CUcontext context) {
 
 void Scheduler::WaitAll() {
   for (StreamState* s : Streams(nullptr, /*legacy_only=*/false)) WaitStream(s);
+}
+
+void Scheduler::WaitLaunchesOf(const void* function) {
+  if (queued_launches_.AnyQueued(function)) WaitAll();
 }
 
 void Scheduler::WaitLegacy(CUcontext context) {

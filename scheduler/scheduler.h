@@ -28,6 +28,7 @@
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
+#include "scheduler/queued_launches.h"
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
@@ -83,6 +84,10 @@ class Scheduler {
   void BringHome(StreamState* stream);
   void WaitContext(CUcontext context);
   void WaitAll();
+  // Before a function attribute changes (cuFuncSetAttribute and the like): the queued launches
+  // of `function` are issued, under the value they were launched with. Returns at once when none
+  // is queued; else waits for everything submitted so far (WaitAll).
+  void WaitLaunchesOf(const void* function);
   // Before work that bypasses the queues on the per-thread stream of `context` (or a stream of
   // unknown context): the legacy stream's queued work must be issued first.
   void WaitLegacy(CUcontext context);
@@ -207,6 +212,7 @@ class Scheduler {
   OpObserver* const timing_observer_;
   const bool times_caller_calls_;
   PriorityLevels levels_;
+  QueuedLaunches queued_launches_;
   HostYield host_yield_{&levels_, options_.host_yield_ns, options_.host_yield_quiet_ns};
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};

@@ -15,7 +15,6 @@ namespace {
 
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr unsigned kMaxBlockDimZ = 64;
-constexpr unsigned kMaxSharedBytes = 49152;
 
 struct Launch {
   CUfunction f = nullptr;
@@ -86,7 +85,9 @@ CUresult DoLaunch(CallScope& call, const Launch& l, bool per_thread) {
   }
   const uint64_t threads = uint64_t{l.block[0]} * l.block[1] * l.block[2];
   if (threads > kMaxThreadsPerBlock || l.block[2] > kMaxBlockDimZ) return CUDA_ERROR_INVALID_VALUE;
-  if (l.shared_mem > kMaxSharedBytes) return CUDA_ERROR_INVALID_VALUE;
+  if (static_cast<int64_t>(l.shared_mem) > AttributesOf(l.f)->max_dynamic_shared) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   auto bytes = std::make_shared<std::vector<uint8_t>>();
   if (CUresult r = CopyParams(*k, l.params, l.extra, bytes.get()); r != CUDA_SUCCESS) return r;
   call.SetParams(*bytes);

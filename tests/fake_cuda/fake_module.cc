@@ -13,7 +13,6 @@ namespace {
 
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kStaticSharedBytes = 0;
-constexpr int kMaxDynamicSharedBytes = 49152;
 
 Module* NewModule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
   auto* module = new Module;
@@ -62,6 +61,14 @@ CUresult ParamInfo(const BuiltinKernel* k, size_t index, size_t* offset, size_t*
 }
 
 }  // namespace
+
+Function* AttributesOf(CUfunction f) {
+  auto it = S().handles.find(f);
+  if (it == S().handles.end()) return nullptr;
+  if (it->second == Kind::kFunction) return static_cast<Function*>(static_cast<void*>(f));
+  if (it->second == Kind::kKernel) return static_cast<Kernel*>(static_cast<void*>(f))->function;
+  return nullptr;
+}
 
 const BuiltinKernel* ResolveFunction(CUfunction f) {
   auto it = S().handles.find(f);
@@ -210,7 +217,7 @@ CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attrib, CUfunction 
       case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = fakecuda::kMaxThreadsPerBlock; break;
       case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = fakecuda::kStaticSharedBytes; break;
       case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-        *value = fakecuda::kMaxDynamicSharedBytes;
+        *value = fakecuda::AttributesOf(f)->max_dynamic_shared;
         break;
       case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 32; break;
       case CU_FUNC_ATTRIBUTE_PTX_VERSION: *value = 90; break;
@@ -218,6 +225,58 @@ CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attrib, CUfunction 
       default: *value = 0; break;
     }
     return CUDA_SUCCESS;
+  });
+}
+
+// Function attributes that change how later launches run. Only the dynamic shared memory limit
+// has an effect here (a launch above it fails with CUDA_ERROR_INVALID_VALUE, as on a GPU); the
+// cache and shared-memory configurations are accepted and ignored.
+static CUresult SetAttribute(CUfunction f, CUfunction_attribute attrib, int value)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(fakecuda::Mu()) {
+  if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
+  fakecuda::Function* func = fakecuda::AttributesOf(f);
+  if (func == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    if (value < 0 || value > fakecuda::kOptInMaxDynamicSharedBytes) return CUDA_ERROR_INVALID_VALUE;
+    func->max_dynamic_shared = value;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, int value) {
+  return RunApi("cuFuncSetAttribute", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return SetAttribute(f, attrib, value);
+  });
+}
+
+CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int value, CUkernel k, CUdevice) {
+  return RunApi("cuKernelSetAttribute", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    if (Lookup<fakecuda::Kernel>(k, Kind::kKernel) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    return SetAttribute(reinterpret_cast<CUfunction>(k), attrib, value);
+  });
+}
+
+CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
+  return RunApi("cuFuncSetCacheConfig", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return fakecuda::AttributesOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  });
+}
+
+CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache, CUdevice) {
+  return RunApi("cuKernelSetCacheConfig", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return Lookup<fakecuda::Kernel>(k, Kind::kKernel) != nullptr ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_INVALID_HANDLE;
+  });
+}
+
+CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig) {
+  return RunApi("cuFuncSetSharedMemConfig", [&](CallScope&) {
+    absl::MutexLock lock(&Mu());
+    return fakecuda::AttributesOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 

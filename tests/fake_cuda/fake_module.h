@@ -11,6 +11,12 @@ namespace fakecuda {
 // nullptr for anything else.
 const BuiltinKernel* ResolveFunction(CUfunction f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 
+// The Function whose attributes a CUfunction (or a CUkernel cast to one) has, or nullptr.
+Function* AttributesOf(CUfunction f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
+
+// The most dynamic shared memory cuFuncSetAttribute may allow (an H100's opt-in maximum).
+inline constexpr int kOptInMaxDynamicSharedBytes = 232448;
+
 }  // namespace fakecuda
 
 #endif  // GPUPRIO_TESTS_FAKE_CUDA_FAKE_MODULE_H_

@@ -105,7 +105,14 @@ struct Event {
 };
 
 struct Module { std::vector<struct Function*> functions; };
-struct Function { const BuiltinKernel* kernel = nullptr; Module* module = nullptr; };
+// A kernel launch may use at most `max_dynamic_shared` bytes of dynamic shared memory
+// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB until cuFuncSetAttribute raises it);
+// a CUkernel's attribute is its function's.
+struct Function {
+  const BuiltinKernel* kernel = nullptr;
+  Module* module = nullptr;
+  int max_dynamic_shared = 49152;
+};
 struct Library { std::vector<struct Kernel*> kernels; Module* module = nullptr; };
 struct Kernel { const BuiltinKernel* kernel = nullptr; Function* function = nullptr; };
 struct Graph { std::vector<OpTemplate> ops; };

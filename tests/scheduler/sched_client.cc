@@ -368,9 +368,40 @@ int CallTime(bool inline_row) {
 
 }  // namespace
 
+int Attributes() {
+  Init();
+  CUfunction sleep = Function("sleep_ns");
+  CUfunction add = Function("add_u32");
+  CUstream stream;
+  CheckCu(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  constexpr uint32_t kCount = 64;
+  constexpr int kRounds = 10;
+  CUdeviceptr buf = Alloc(kCount * 4);
+  for (int i = 0; i < kRounds; ++i) {
+    uint64_t ns = 2'000'000;
+    void* sleep_args[] = {&ns};
+    CheckCu(cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, stream, sleep_args, nullptr), "sleep");
+    uint32_t delta = 1, count = kCount;
+    void* add_args[] = {&buf, &delta, &count};
+    CheckCu(cuFuncSetAttribute(add, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536),
+            "cuFuncSetAttribute 64 KiB");
+    CheckCu(cuLaunchKernel(add, 1, 1, 1, 64, 1, 1, 65536, stream, add_args, nullptr),
+            "launch with 64 KiB");
+    CheckCu(cuFuncSetAttribute(add, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024),
+            "cuFuncSetAttribute 1 KiB");
+    CheckCu(cuLaunchKernel(add, 1, 1, 1, 64, 1, 1, 512, stream, add_args, nullptr),
+            "launch with 512 bytes");
+  }
+  CheckCu(cuStreamSynchronize(stream), "cuStreamSynchronize");
+  const std::vector<uint32_t> v = ReadBack(buf, kCount);
+  for (uint32_t x : v) Check(x == 2 * kRounds, "every launch ran once");
+  return fake_client::Succeed();
+}
+
 int main(int argc, char** argv) {
   fake_client::g_client_name = "sched_client";
-  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct|backpressure|call_time");
+  if (argc < 2) Fail("usage: sched_client stress|error scheduled|native|priority|direct|backpressure|call_time|"
+       "attributes");
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   if (scenario == "stress") return Stress();
@@ -379,5 +410,6 @@ int main(int argc, char** argv) {
   if (scenario == "direct") return Direct();
   if (scenario == "backpressure") return Backpressure();
   if (scenario == "call_time") return CallTime(argc > 2 && std::string(argv[2]) == "inline");
+  if (scenario == "attributes") return Attributes();
   Fail("unknown scenario");
 }

@@ -73,6 +73,21 @@ TEST_CASE("Every fake client scenario is correct when its work is scheduled", "[
   }
 }
 
+TEST_CASE("A function attribute set behind queued launches applies to later launches only",
+          "[scheduler]") {
+  // At low priority each 2 ms kernel holds the launches behind it: the attribute is lowered while
+  // the 64 KiB launch is still queued (issued under 1 KiB, it would fail).
+  const std::string client = Path("tests/scheduler/sched_client");
+  for (const Env& env : {Env{{"GPUPRIO_PRIORITY", "low"}},
+                         Env{{"GPUPRIO_PRIORITY", "low"}, {"GPUPRIO_DIRECT_ISSUE", "0"}},
+                         Env{{"GPUPRIO_DIRECT_ISSUE", "0"}}}) {
+    const auto r = Run({client, "attributes"}, ClientEnv("schedule", env));
+    CHECK(r.stdout_text.find("attributes ok") != std::string::npos);
+  }
+  const auto native = Run({client, "attributes"}, ClientEnv(""));
+  CHECK(native.stdout_text.find("attributes ok") != std::string::npos);
+}
+
 TEST_CASE("A forked child of a scheduling process gets dispatchers of its own", "[scheduler]") {
   // The probe launches through the scheduler, forks, and its child launches and synchronises.
   const auto r = Run({Path("tests/hook/lookup_probe")}, ClientEnv("schedule"));
