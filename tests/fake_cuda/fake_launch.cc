@@ -81,10 +81,7 @@ CUresult DoLaunch(CallScope& call, const Launch& l, bool per_thread) {
   auto bytes = std::make_shared<std::vector<uint8_t>>();
   if (CUresult r = CopyParams(*k, l.params, l.extra, bytes.get()); r != CUDA_SUCCESS) return r;
   call.SetParams(*bytes);
-  OpPtr op = MakeOp(k->name, call.order(), [k, bytes] {
-    k->run(bytes->data());
-    return CUDA_SUCCESS;
-  });
+  OpPtr op = MakeOp(k->name, call.order(), [k, bytes] { return k->run(bytes->data()); });
   op->kernel = k;
   if (k->duration_from_param) {
     uint64_t ns = 0;
