@@ -1,3 +1,4 @@
+// Modules, libraries, functions and kernels of the fake driver (fake_module.h).
 #include "tests/fake_cuda/fake_module.h"
 
 #include <sys/stat.h>
@@ -15,8 +16,9 @@ constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kStaticSharedBytes = 0;
 constexpr int kMaxDynamicSharedBytes = 49152;
 
-Module* NewModule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
+Module* NewModule(Context* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
   auto* module = new Module;
+  module->ctx = ctx;
   for (const BuiltinKernel& k : AllBuiltinKernels()) {
     auto* f = new Function{&k, module};
     Register(f, Kind::kFunction);
@@ -39,9 +41,10 @@ void DeleteModule(Module* module) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
 CUresult LoadModule(CUmodule* out) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Context* ctx = CurrentContext();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *out = reinterpret_cast<CUmodule>(NewModule());
+  *out = reinterpret_cast<CUmodule>(NewModule(ctx));
   return CUDA_SUCCESS;
 }
 
@@ -63,10 +66,15 @@ CUresult ParamInfo(const BuiltinKernel* k, size_t index, size_t* offset, size_t*
 
 }  // namespace
 
-const BuiltinKernel* ResolveFunction(CUfunction f) {
+const BuiltinKernel* ResolveFunction(CUfunction f, const Context** ctx) {
+  if (ctx != nullptr) *ctx = nullptr;
   auto it = S().handles.find(f);
   if (it == S().handles.end()) return nullptr;
-  if (it->second == Kind::kFunction) return static_cast<Function*>(static_cast<void*>(f))->kernel;
+  if (it->second == Kind::kFunction) {
+    const Function* function = static_cast<Function*>(static_cast<void*>(f));
+    if (ctx != nullptr) *ctx = function->module->ctx;
+    return function->kernel;
+  }
   if (it->second == Kind::kKernel) return static_cast<Kernel*>(static_cast<void*>(f))->kernel;
   return nullptr;
 }
@@ -125,11 +133,11 @@ CUresult cuLibraryLoadData(CUlibrary* out, const void* code, CUjit_option*, void
     absl::MutexLock lock(&Mu());
     if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
     if (out == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    // Libraries are context-independent; their kernels' functions live in one hidden module.
+    // Libraries are context-independent: no module is loaded until a context asks for a
+    // kernel's function (cuKernelGetFunction).
     auto* library = new fakecuda::Library;
-    library->module = fakecuda::NewModule();
-    for (fakecuda::Function* f : library->module->functions) {
-      auto* kernel = new fakecuda::Kernel{f->kernel, f};
+    for (const fakecuda::BuiltinKernel& k : fakecuda::AllBuiltinKernels()) {
+      auto* kernel = new fakecuda::Kernel{&k, library};
       fakecuda::Register(kernel, Kind::kKernel);
       library->kernels.push_back(kernel);
     }
@@ -164,7 +172,7 @@ CUresult cuLibraryUnload(CUlibrary hlib) {
       fakecuda::Unregister(k);
       delete k;
     }
-    fakecuda::DeleteModule(library->module);
+    for (auto& [ctx, module] : library->modules) fakecuda::DeleteModule(module);
     fakecuda::Unregister(library);
     delete library;
     return CUDA_SUCCESS;
@@ -175,11 +183,15 @@ CUresult cuKernelGetFunction(CUfunction* out, CUkernel hkernel) {
   return RunApi("cuKernelGetFunction", [&](CallScope&) {
     absl::MutexLock lock(&Mu());
     if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
-    if (fakecuda::CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    fakecuda::Context* ctx = fakecuda::CurrentContext();
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     auto* kernel = Lookup<fakecuda::Kernel>(hkernel, Kind::kKernel);
     if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *out = reinterpret_cast<CUfunction>(kernel->function);
+    // The kernel's function in the current context: one module per context and library.
+    fakecuda::Module*& module = kernel->library->modules[ctx];
+    if (module == nullptr) module = fakecuda::NewModule(ctx);
+    *out = reinterpret_cast<CUfunction>(fakecuda::FindFunction(module, kernel->kernel->name));
     return CUDA_SUCCESS;
   });
 }

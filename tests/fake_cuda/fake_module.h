@@ -8,8 +8,10 @@
 namespace fakecuda {
 
 // The kernel behind a CUfunction, or a CUkernel cast to CUfunction (as CUDA accepts);
-// nullptr for anything else.
-const BuiltinKernel* ResolveFunction(CUfunction f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
+// nullptr for anything else. With `ctx`, also the context whose module holds the function
+// (nullptr for a CUkernel, which belongs to no context).
+const BuiltinKernel* ResolveFunction(CUfunction f, const Context** ctx = nullptr)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 
 }  // namespace fakecuda
 

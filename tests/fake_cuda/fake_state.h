@@ -104,10 +104,21 @@ struct Event {
   OpPtr last_record;
 };
 
-struct Module { std::vector<struct Function*> functions; };
+// A module belongs to the context it was loaded in: its functions launch only on streams of that
+// context's device (CUDA_ERROR_INVALID_HANDLE elsewhere, as on the real driver).
+struct Module {
+  Context* ctx = nullptr;
+  std::vector<struct Function*> functions;
+};
 struct Function { const BuiltinKernel* kernel = nullptr; Module* module = nullptr; };
-struct Library { std::vector<struct Kernel*> kernels; Module* module = nullptr; };
-struct Kernel { const BuiltinKernel* kernel = nullptr; Function* function = nullptr; };
+// A library is context-independent: its kernels (CUkernel) launch on any device. The CUfunction
+// cuKernelGetFunction returns is the kernel's in the current context, from a module the library
+// loads there on first use.
+struct Library {
+  std::vector<struct Kernel*> kernels;
+  absl::flat_hash_map<Context*, Module*> modules;
+};
+struct Kernel { const BuiltinKernel* kernel = nullptr; Library* library = nullptr; };
 struct Graph { std::vector<OpTemplate> ops; };
 struct GraphExec { std::vector<OpTemplate> ops; };
 
