@@ -123,7 +123,11 @@ struct Graph { std::vector<OpTemplate> ops; };
 struct GraphExec { std::vector<OpTemplate> ops; };
 
 enum class MemKind : uint8_t { kDevice, kPinnedHost, kRegisteredHost };
-struct Allocation { size_t size; MemKind kind; };
+struct Allocation {
+  size_t size;
+  MemKind kind;
+  int device = 0;  // the current context's device when it was allocated or registered
+};
 
 struct Device {
   bool executor_started = false;
