@@ -41,9 +41,10 @@ struct TwoDevices {
     REQUIRE(cuCtxSetCurrent(ctx[0]) == CUDA_SUCCESS);
   }
   ~TwoDevices() {
+    // Streams are kept: the fake leaks a destroyed stream's object by design (its queued ops may
+    // still name it), which LeakSanitizer would report.
     for (int d = 0; d < 2; ++d) {
       cuCtxSetCurrent(ctx[d]);
-      cuStreamDestroy(stream[d]);
       cuModuleUnload(module[d]);
     }
     fakecuda_reset();
@@ -251,5 +252,4 @@ TEST_CASE("rendezvous_u32 pairs two devices and occupies each until its peer arr
   CHECK(cuStreamSynchronize(env.stream[1]) == CUDA_SUCCESS);
   REQUIRE(cuStreamSynchronize(other) == CUDA_SUCCESS);
   CHECK(TwoDevices::Read(log) == 1);
-  REQUIRE(cuStreamDestroy(other) == CUDA_SUCCESS);
 }
