@@ -143,7 +143,7 @@ CUresult FreeAsync(CallScope& call, CUdeviceptr ptr, CUstream h, bool per_thread
 // cuMemcpyPeer(Async): device memory of `src_ctx` into device memory of `dst_ctx`. The async form
 // is an op of `h`. The synchronous one is serialised with all work of the current, source and
 // destination contexts (as the driver documents): it runs on the current context's legacy (or,
-// _ptds, per-thread) stream after every op queued in the two others, and returns when done.
+// _ptds, per-thread) stream after every op queued in those three contexts, and returns when done.
 CUresult PeerCopy(CallScope& call, uintptr_t dst, CUcontext dst_ctx, uintptr_t src,
                   CUcontext src_ctx, size_t n, CUstream h, bool per_thread, bool sync) {
   absl::MutexLock lock(&Mu());
