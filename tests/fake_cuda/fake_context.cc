@@ -118,6 +118,7 @@ CUresult cuInit(unsigned int flags) {
   return RunApi("cuInit", [&](CallScope&) {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     fakecuda::EnsureForkHandlers();
+    fakecuda::FinishWorkAtExit();
     absl::MutexLock lock(&Mu());
     S().initialized = true;
     return CUDA_SUCCESS;

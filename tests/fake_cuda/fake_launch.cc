@@ -1,6 +1,8 @@
 // Kernel launches of the fake driver: cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel
 // and their _ptsz forms. Launch-time errors are returned at once, like CUDA; parameters are
 // copied at call time into the kernel's parameter space, which is also what the log keeps.
+// The work goes to the stream's own device whatever context is current (CUDA 13); a CUfunction
+// launches only on a stream of its module's device, a CUkernel on any.
 #include <cstring>
 #include <memory>
 
@@ -71,12 +73,18 @@ CUresult DoLaunch(CallScope& call, const Launch& l, bool per_thread) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
   if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const BuiltinKernel* k = ResolveFunction(l.f);
+  const Context* function_ctx = nullptr;
+  const BuiltinKernel* k = ResolveFunction(l.f, &function_ctx);
   if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   call.SetLaunch(k->name, l.grid, l.block, l.shared_mem);
   Stream* stream = nullptr;
   if (CUresult r = ResolveStream(l.stream, per_thread, &stream); r != CUDA_SUCCESS) return r;
   call.SetStream(stream);
+  // The function's code was loaded on its module's device only. (Compared by device, not by
+  // context: a green context's streams run the device's modules, as gpuprio's twins rely on.)
+  if (function_ctx != nullptr && function_ctx->device != stream->ctx->device) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   for (int i = 0; i < 3; ++i) {
     if (l.grid[i] == 0 || l.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
   }
@@ -85,16 +93,13 @@ CUresult DoLaunch(CallScope& call, const Launch& l, bool per_thread) {
   }
   const uint64_t threads = uint64_t{l.block[0]} * l.block[1] * l.block[2];
   if (threads > kMaxThreadsPerBlock || l.block[2] > kMaxBlockDimZ) return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int64_t>(l.shared_mem) > AttributesOf(l.f)->max_dynamic_shared) {
+  if (static_cast<int64_t>(l.shared_mem) > *MaxDynamicSharedOf(l.f)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto bytes = std::make_shared<std::vector<uint8_t>>();
   if (CUresult r = CopyParams(*k, l.params, l.extra, bytes.get()); r != CUDA_SUCCESS) return r;
   call.SetParams(*bytes);
-  OpPtr op = MakeOp(k->name, call.order(), [k, bytes] {
-    k->run(bytes->data());
-    return CUDA_SUCCESS;
-  });
+  OpPtr op = MakeOp(k->name, call.order(), [k, bytes] { return k->run(bytes->data()); });
   op->kernel = k;
   if (k->duration_from_param) {
     uint64_t ns = 0;

@@ -1,5 +1,6 @@
 // Memory of the fake driver: "device" memory is host heap (a CUdeviceptr is the address), copies
-// and memsets are stream ops whose effect happens when the virtual device runs them.
+// and memsets are stream ops whose effect happens when the virtual device runs them. Addressing is
+// unified: one address space for every device, so cuMemcpy(Async) copies across devices too.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -23,11 +24,12 @@ void* AllocBytes(size_t size) {
 CUresult Alloc(void** out, size_t size, MemKind kind) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Context* ctx = CurrentContext();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (out == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = AllocBytes(size);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  S().memory[reinterpret_cast<uintptr_t>(p)] = Allocation{size, kind};
+  S().memory[reinterpret_cast<uintptr_t>(p)] = Allocation{size, kind, ctx->device};
   *out = p;
   return CUDA_SUCCESS;
 }
@@ -138,6 +140,39 @@ CUresult FreeAsync(CallScope& call, CUdeviceptr ptr, CUstream h, bool per_thread
   return CUDA_SUCCESS;
 }
 
+// cuMemcpyPeer(Async): device memory of `src_ctx` into device memory of `dst_ctx`. The async form
+// is an op of `h`. The synchronous one is serialised with all work of the current, source and
+// destination contexts (as the driver documents): it runs on the current context's legacy (or,
+// _ptds, per-thread) stream after every op queued in those three contexts, and returns when done.
+CUresult PeerCopy(CallScope& call, uintptr_t dst, CUcontext dst_ctx, uintptr_t src,
+                  CUcontext src_ctx, size_t n, CUstream h, bool per_thread, bool sync) {
+  absl::MutexLock lock(&Mu());
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  Context* dst_context = Lookup<Context>(dst_ctx, Kind::kContext);
+  Context* src_context = Lookup<Context>(src_ctx, Kind::kContext);
+  if (dst_context == nullptr || src_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Stream* stream = nullptr;
+  if (CUresult r = ResolveStream(h, per_thread, &stream); r != CUDA_SUCCESS) return r;
+  call.SetStream(stream);
+  if (n == 0) return CUDA_SUCCESS;
+  if (!IsDevice(dst, n) || !IsDevice(src, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (sync && stream->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  OpPtr op = MakeOp("memcpy_peer", call.order(), [dst, src, n] {
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+    return CUDA_SUCCESS;
+  });
+  if (sync) {
+    for (const Context* ctx : {dst_context, src_context, stream->ctx}) {
+      for (const Stream* s : ctx->streams) {
+        if (s != stream && s->last != nullptr && !s->last->done) op->deps.push_back(s->last);
+      }
+    }
+  }
+  Enqueue(stream, op);
+  if (sync) WaitDone(op);
+  return CUDA_SUCCESS;
+}
+
 uintptr_t U(CUdeviceptr p) { return static_cast<uintptr_t>(p); }
 uintptr_t U(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
@@ -193,7 +228,9 @@ static CUresult RegisterHost(void* p, size_t size) {
   if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
   if (p == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   if (fakecuda::FindAllocation(U(p), 1) != nullptr) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  fakecuda::S().memory[U(p)] = fakecuda::Allocation{size, MemKind::kRegisteredHost};
+  const fakecuda::Context* ctx = fakecuda::CurrentContext();
+  fakecuda::S().memory[U(p)] =
+      fakecuda::Allocation{size, MemKind::kRegisteredHost, ctx != nullptr ? ctx->device : 0};
   return CUDA_SUCCESS;
 }
 CUresult cuMemHostRegister(void* p, size_t size, unsigned int) {
@@ -235,7 +272,7 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
         *static_cast<void**>(data) = reinterpret_cast<void*>(U(ptr));
         return CUDA_SUCCESS;
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *static_cast<int*>(data) = 0;
+        *static_cast<int*>(data) = a->device;
         return CUDA_SUCCESS;
       case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *static_cast<CUdeviceptr*>(data) = static_cast<CUdeviceptr>(base);
@@ -298,6 +335,29 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h
 }
 CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
   return RunApi("cuMemcpyDtoDAsync_v2_ptsz", [&](CallScope& c) { return fakecuda::Copy(c, U(d), U(s), n, h, true, false, Dir::kDtoD); });
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return RunApi("cuMemcpyPeer", [&](CallScope& c) {
+    return fakecuda::PeerCopy(c, U(d), dc, U(s), sc, n, nullptr, false, true);
+  });
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return RunApi("cuMemcpyPeer_ptds", [&](CallScope& c) {
+    return fakecuda::PeerCopy(c, U(d), dc, U(s), sc, n, nullptr, true, true);
+  });
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                           CUstream h) {
+  return RunApi("cuMemcpyPeerAsync", [&](CallScope& c) {
+    return fakecuda::PeerCopy(c, U(d), dc, U(s), sc, n, h, false, false);
+  });
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                size_t n, CUstream h) {
+  return RunApi("cuMemcpyPeerAsync_ptsz", [&](CallScope& c) {
+    return fakecuda::PeerCopy(c, U(d), dc, U(s), sc, n, h, true, false);
+  });
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {

@@ -1,3 +1,4 @@
+// Modules, libraries, functions and kernels of the fake driver (fake_module.h).
 #include "tests/fake_cuda/fake_module.h"
 
 #include <sys/stat.h>
@@ -14,8 +15,9 @@ namespace {
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kStaticSharedBytes = 0;
 
-Module* NewModule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
+Module* NewModule(Context* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
   auto* module = new Module;
+  module->ctx = ctx;
   for (const BuiltinKernel& k : AllBuiltinKernels()) {
     auto* f = new Function{&k, module};
     Register(f, Kind::kFunction);
@@ -38,9 +40,10 @@ void DeleteModule(Module* module) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
 CUresult LoadModule(CUmodule* out) {
   absl::MutexLock lock(&Mu());
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Context* ctx = CurrentContext();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *out = reinterpret_cast<CUmodule>(NewModule());
+  *out = reinterpret_cast<CUmodule>(NewModule(ctx));
   return CUDA_SUCCESS;
 }
 
@@ -62,18 +65,27 @@ CUresult ParamInfo(const BuiltinKernel* k, size_t index, size_t* offset, size_t*
 
 }  // namespace
 
-Function* AttributesOf(CUfunction f) {
+int* MaxDynamicSharedOf(CUfunction f) {
   auto it = S().handles.find(f);
   if (it == S().handles.end()) return nullptr;
-  if (it->second == Kind::kFunction) return static_cast<Function*>(static_cast<void*>(f));
-  if (it->second == Kind::kKernel) return static_cast<Kernel*>(static_cast<void*>(f))->function;
+  if (it->second == Kind::kFunction) {
+    return &static_cast<Function*>(static_cast<void*>(f))->max_dynamic_shared;
+  }
+  if (it->second == Kind::kKernel) {
+    return &static_cast<Kernel*>(static_cast<void*>(f))->max_dynamic_shared;
+  }
   return nullptr;
 }
 
-const BuiltinKernel* ResolveFunction(CUfunction f) {
+const BuiltinKernel* ResolveFunction(CUfunction f, const Context** ctx) {
+  if (ctx != nullptr) *ctx = nullptr;
   auto it = S().handles.find(f);
   if (it == S().handles.end()) return nullptr;
-  if (it->second == Kind::kFunction) return static_cast<Function*>(static_cast<void*>(f))->kernel;
+  if (it->second == Kind::kFunction) {
+    const Function* function = static_cast<Function*>(static_cast<void*>(f));
+    if (ctx != nullptr) *ctx = function->module->ctx;
+    return function->kernel;
+  }
   if (it->second == Kind::kKernel) return static_cast<Kernel*>(static_cast<void*>(f))->kernel;
   return nullptr;
 }
@@ -132,11 +144,11 @@ CUresult cuLibraryLoadData(CUlibrary* out, const void* code, CUjit_option*, void
     absl::MutexLock lock(&Mu());
     if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
     if (out == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    // Libraries are context-independent; their kernels' functions live in one hidden module.
+    // Libraries are context-independent: no module is loaded until a context asks for a
+    // kernel's function (cuKernelGetFunction).
     auto* library = new fakecuda::Library;
-    library->module = fakecuda::NewModule();
-    for (fakecuda::Function* f : library->module->functions) {
-      auto* kernel = new fakecuda::Kernel{f->kernel, f};
+    for (const fakecuda::BuiltinKernel& k : fakecuda::AllBuiltinKernels()) {
+      auto* kernel = new fakecuda::Kernel{&k, library};
       fakecuda::Register(kernel, Kind::kKernel);
       library->kernels.push_back(kernel);
     }
@@ -171,7 +183,7 @@ CUresult cuLibraryUnload(CUlibrary hlib) {
       fakecuda::Unregister(k);
       delete k;
     }
-    fakecuda::DeleteModule(library->module);
+    for (auto& [ctx, module] : library->modules) fakecuda::DeleteModule(module);
     fakecuda::Unregister(library);
     delete library;
     return CUDA_SUCCESS;
@@ -182,11 +194,15 @@ CUresult cuKernelGetFunction(CUfunction* out, CUkernel hkernel) {
   return RunApi("cuKernelGetFunction", [&](CallScope&) {
     absl::MutexLock lock(&Mu());
     if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
-    if (fakecuda::CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    fakecuda::Context* ctx = fakecuda::CurrentContext();
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     auto* kernel = Lookup<fakecuda::Kernel>(hkernel, Kind::kKernel);
     if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *out = reinterpret_cast<CUfunction>(kernel->function);
+    // The kernel's function in the current context: one module per context and library.
+    fakecuda::Module*& module = kernel->library->modules[ctx];
+    if (module == nullptr) module = fakecuda::NewModule(ctx);
+    *out = reinterpret_cast<CUfunction>(fakecuda::FindFunction(module, kernel->kernel->name));
     return CUDA_SUCCESS;
   });
 }
@@ -217,7 +233,7 @@ CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attrib, CUfunction 
       case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = fakecuda::kMaxThreadsPerBlock; break;
       case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = fakecuda::kStaticSharedBytes; break;
       case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-        *value = fakecuda::AttributesOf(f)->max_dynamic_shared;
+        *value = *fakecuda::MaxDynamicSharedOf(f);
         break;
       case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 32; break;
       case CU_FUNC_ATTRIBUTE_PTX_VERSION: *value = 90; break;
@@ -234,11 +250,11 @@ CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attrib, CUfunction 
 static CUresult SetAttribute(CUfunction f, CUfunction_attribute attrib, int value)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(fakecuda::Mu()) {
   if (CUresult r = fakecuda::CheckInit(); r != CUDA_SUCCESS) return r;
-  fakecuda::Function* func = fakecuda::AttributesOf(f);
-  if (func == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  int* max_dynamic_shared = fakecuda::MaxDynamicSharedOf(f);
+  if (max_dynamic_shared == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
     if (value < 0 || value > fakecuda::kOptInMaxDynamicSharedBytes) return CUDA_ERROR_INVALID_VALUE;
-    func->max_dynamic_shared = value;
+    *max_dynamic_shared = value;
   }
   return CUDA_SUCCESS;
 }
@@ -261,7 +277,7 @@ CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int value, CUkernel k
 CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
   return RunApi("cuFuncSetCacheConfig", [&](CallScope&) {
     absl::MutexLock lock(&Mu());
-    return fakecuda::AttributesOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return fakecuda::MaxDynamicSharedOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 
@@ -276,7 +292,7 @@ CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache, CUdevice) {
 CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig) {
   return RunApi("cuFuncSetSharedMemConfig", [&](CallScope&) {
     absl::MutexLock lock(&Mu());
-    return fakecuda::AttributesOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return fakecuda::MaxDynamicSharedOf(f) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 

@@ -104,22 +104,42 @@ struct Event {
   OpPtr last_record;
 };
 
-struct Module { std::vector<struct Function*> functions; };
-// A kernel launch may use at most `max_dynamic_shared` bytes of dynamic shared memory
-// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB until cuFuncSetAttribute raises it);
-// a CUkernel's attribute is its function's.
+// A module belongs to the context it was loaded in: its functions launch only on streams of that
+// context's device (CUDA_ERROR_INVALID_HANDLE elsewhere, as on the real driver).
+struct Module {
+  Context* ctx = nullptr;
+  std::vector<struct Function*> functions;
+};
+// The most dynamic shared memory a launch may use until cuFuncSetAttribute /
+// cuKernelSetAttribute raises it (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); a launch above
+// it fails with CUDA_ERROR_INVALID_VALUE, as on a GPU.
+inline constexpr int kDefaultMaxDynamicSharedBytes = 49152;
 struct Function {
   const BuiltinKernel* kernel = nullptr;
   Module* module = nullptr;
-  int max_dynamic_shared = 49152;
+  int max_dynamic_shared = kDefaultMaxDynamicSharedBytes;
 };
-struct Library { std::vector<struct Kernel*> kernels; Module* module = nullptr; };
-struct Kernel { const BuiltinKernel* kernel = nullptr; Function* function = nullptr; };
+// A library is context-independent: its kernels (CUkernel) launch on any device. The CUfunction
+// cuKernelGetFunction returns is the kernel's in the current context, from a module the library
+// loads there on first use.
+struct Library {
+  std::vector<struct Kernel*> kernels;
+  absl::flat_hash_map<Context*, Module*> modules;
+};
+struct Kernel {
+  const BuiltinKernel* kernel = nullptr;
+  Library* library = nullptr;
+  int max_dynamic_shared = kDefaultMaxDynamicSharedBytes;
+};
 struct Graph { std::vector<OpTemplate> ops; };
 struct GraphExec { std::vector<OpTemplate> ops; };
 
 enum class MemKind : uint8_t { kDevice, kPinnedHost, kRegisteredHost };
-struct Allocation { size_t size; MemKind kind; };
+struct Allocation {
+  size_t size;
+  MemKind kind;
+  int device = 0;  // the current context's device when it was allocated or registered
+};
 
 struct Device {
   bool executor_started = false;

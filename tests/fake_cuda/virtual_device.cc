@@ -1,8 +1,10 @@
 #include "tests/fake_cuda/virtual_device.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "absl/base/call_once.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/fake_cuda/call_log.h"
@@ -197,5 +199,19 @@ CUresult SyncContext(Context* ctx) {
 }
 
 void WaitAllIdle() { Mu().Await(absl::Condition(&AllIdle, &S())); }
+
+bool WaitAllIdleFor(absl::Duration timeout) {
+  return Mu().AwaitWithTimeout(absl::Condition(&AllIdle, &S()), timeout);
+}
+
+void FinishWorkAtExit() {
+  static absl::once_flag once;
+  absl::call_once(once, [] {
+    std::atexit([]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      absl::MutexLock lock(&Mu());
+      WaitAllIdleFor(absl::Seconds(20));
+    });
+  });
+}
 
 }  // namespace fakecuda

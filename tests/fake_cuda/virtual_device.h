@@ -8,6 +8,7 @@
 #ifndef GPUPRIO_TESTS_FAKE_CUDA_VIRTUAL_DEVICE_H_
 #define GPUPRIO_TESTS_FAKE_CUDA_VIRTUAL_DEVICE_H_
 
+#include "absl/time/time.h"
 #include "tests/fake_cuda/fake_state.h"
 
 namespace fakecuda {
@@ -28,8 +29,18 @@ CUresult SyncStream(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 CUresult SyncContext(Context* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 // Waits until no non-paused device has queued or running work.
 void WaitAllIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
+// The same, for at most `timeout`; false if work was left.
+bool WaitAllIdleFor(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu());
 
 bool OpDone(Op* op);
+
+// Registers (once per process) the exit handler that lets the devices finish their queued work
+// before the process ends, as the driver's teardown of its contexts does: work a program queued
+// and never synchronised (host functions included) still runs. Bounded (20 s), so work that can
+// never run (a paused device, a peer that never comes) delays an exit but cannot hang it. Called
+// by cuInit: before any other library's first CUDA call, so that library's exit handlers (an
+// interposer issuing what it still holds) run first.
+void FinishWorkAtExit();
 
 }  // namespace fakecuda
 
