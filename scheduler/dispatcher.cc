@@ -604,18 +604,19 @@ bool Dispatcher::IssueNext() {
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
   // chain is acyclic because every link goes to a smaller sequence number or to a stream the
-  // head waits for. A chain that ends at an event wait whose record another device's dispatcher
-  // has not issued yet cannot go now: that dispatcher is asked to issue it first, and the next
-  // most important head is tried (a wait never blocks its own device's other streams).
-  absl::InlinedVector<const StreamQueue*, 4> waiting_for_other_device;
-  StreamQueue* q = nullptr;
-  bool inherited = false;
+  // head waits for. Two things end a chain without ending the round, and the next most important
+  // head is tried: an event wait whose record another device's dispatcher has not issued yet
+  // (that dispatcher is asked to issue it first: a wait never blocks its own device's other
+  // streams), and confined work whose twin holds all it may hold (room on one twin says nothing
+  // of another's; the policy's rules do not apply to confined work).
+  absl::InlinedVector<const StreamQueue*, 4> skipped;
+  int64_t twin_room_due_ns = 0;  // the earliest a skipped twin has room; 0: none skipped
   held_priority_ = kNoPriority;
   for (;;) {
     StreamQueue* best = nullptr;
     int best_priority = kNoPriority;
     for (StreamQueue* c : active_) {
-      if (absl::c_linear_search(waiting_for_other_device, c)) continue;
+      if (absl::c_linear_search(skipped, c)) continue;
       const int p = HeadPriority(*c);
       if (best == nullptr || p > best_priority ||
           (p == best_priority && c->pending.front()->seq < best->pending.front()->seq)) {
@@ -623,11 +624,11 @@ bool Dispatcher::IssueNext() {
         best_priority = p;
       }
     }
-    if (best == nullptr) return false;  // every head waits for another device
+    if (best == nullptr) break;  // every head waits for another device or for room
     // If it is held, ParkHeld's floor (the first head tried is the most important one).
-    if (waiting_for_other_device.empty()) held_priority_ = best_priority;
-    q = best;
-    inherited = best_priority > best->pending.front()->priority;
+    if (skipped.empty()) held_priority_ = best_priority;
+    StreamQueue* q = best;
+    bool inherited = best_priority > best->pending.front()->priority;
     for (int hops = 0; hops < 1024; ++hops) {
       StreamQueue* blocker = PickBlocker(q, q->pending.front());
       if (blocker == nullptr) break;
@@ -635,9 +636,28 @@ bool Dispatcher::IssueNext() {
       inherited = true;
     }
     const Op& end = *q->pending.front();
-    if (!WaitsForOtherDevice(end) || !AskOtherDevice(end, best_priority)) break;
-    waiting_for_other_device.push_back(best);
+    if (WaitsForOtherDevice(end) && AskOtherDevice(end, best_priority)) {
+      skipped.push_back(best);
+      continue;
+    }
+    int64_t room_due_ns = 0;
+    switch (TryIssue(q, inherited, &room_due_ns)) {
+      case Attempt::kIssued:
+        return true;
+      case Attempt::kHeld:
+        return false;
+      case Attempt::kTwinFull:
+        twin_room_due_ns =
+            twin_room_due_ns == 0 ? room_due_ns : std::min(twin_room_due_ns, room_due_ns);
+        skipped.push_back(best);
+        continue;
+    }
   }
+  confined_wait_until_ns_ = twin_room_due_ns;
+  return false;
+}
+
+Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns) {
   Op* op = q->pending.front();
   // An event wait whose record is still being submitted (counted, not yet in the inbox) is not
   // ordered after ops to come: any op may be the one it waits for, so any op ends a held sleep.
@@ -647,7 +667,7 @@ bool Dispatcher::IssueNext() {
   }
   if (op->home_only) {  // no GPU time: never held
     Issue(q, op, 0, /*confine=*/false);
-    return true;
+    return Attempt::kIssued;
   }
   const int64_t now = SteadyNowNs();
   int ceiling = Ceiling(now);
@@ -691,8 +711,8 @@ bool Dispatcher::IssueNext() {
       }
       break;
     }
-    confined_wait_until_ns_ = until;
-    return false;
+    *room_due_ns = until;
+    return Attempt::kTwinFull;
   }
   if (!inherited && !confine) {
     highest = std::max(highest, HighestActiveExcept(q));
@@ -732,11 +752,11 @@ bool Dispatcher::IssueNext() {
          HigherBusyWithin(q, op->priority, now, options_.long_op_idle_ns) &&
          !MoreImportantBehind(*q, op->priority))) {
       if (op->held_since_ns == 0) op->held_since_ns = now;
-      return false;
+      return Attempt::kHeld;
     }
   }
   Issue(q, op, op->priority < ceiling && !confine ? budget_ns : 0, confine);
-  return true;
+  return Attempt::kIssued;
 }
 
 bool Dispatcher::MoreImportantBehind(const StreamQueue& q, int priority) const {

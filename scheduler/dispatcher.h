@@ -254,7 +254,17 @@ class Dispatcher {
   bool AskOtherDevice(const Op& op, int priority);
   // After an op of `s` was counted issued: wakes the other devices' dispatchers waiting for it.
   void WakeWaitingDevices(StreamState* s);
+  // Issues the most important op that may go now; false when none may (the policy holds the
+  // most important one, or each waits for another device or for room on its twin).
   bool IssueNext();
+  enum class Attempt {
+    kIssued,
+    kHeld,      // the policy holds it (more important work, the budget, the long-op rule)
+    kTwinFull,  // confined, and its twin holds all it may (*room_due_ns: when room is due)
+  };
+  // Issues `q`'s head if the policy lets it (`inherited`: another op waits for it, which lends it
+  // its priority: no rule holds it).
+  Attempt TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns);
   // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
   // stream's twin.
   void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
