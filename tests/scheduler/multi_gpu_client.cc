@@ -52,6 +52,9 @@
 //                     (on a stream of CUDA's high priority, so natively it runs next) and a
 //                     high-priority thread its partner on device 1; both must complete. Prints
 //                     collective_ms (launch to both ranks done) and chain_ms.
+//   top               launches on both devices, then runs `$MULTI_GPU_TOP_CLI top --json` for its
+//                     own GPUPRIO_DOMAIN: under gpuprio every GPU the process used lists it (one
+//                     slot per GPU, each under its own UUID), with the process's priority.
 #include <cuda.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -590,6 +593,44 @@ int Green() {
   return fake_client::Succeed();
 }
 
+int Top() {
+  uint32_t one = 1;
+  for (int d = 0; d < 2; ++d) {
+    Use(d);
+    CUdeviceptr buf = AllocOn(d, 4);
+    void* args[] = {&buf, &one, &one};
+    Launch(Fn(d, "add_u32"), nullptr, args, "add");
+    CheckCu(cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+  const char* cli = std::getenv("MULTI_GPU_TOP_CLI");
+  const char* domain = std::getenv("GPUPRIO_DOMAIN");
+  if (cli == nullptr || domain == nullptr) Fail("MULTI_GPU_TOP_CLI and GPUPRIO_DOMAIN must be set");
+  const std::string command =
+      std::string(cli) + " top --json --interval 0.1 --domain " + domain + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) Fail("popen gpuprio top");
+  std::string out;
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) out.append(chunk, n);
+  const int status = pclose(pipe);
+  std::printf("%s\n", out.c_str());
+  Check(status == 0, "gpuprio top exits 0");
+  auto count = [&](const std::string& needle) {
+    int found = 0;
+    for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) {
+      ++found;
+    }
+    return found;
+  };
+  // json.dumps(sort_keys=True): `"pid": N, ` inside each process entry, one per GPU it uses.
+  const std::string pid = "\"pid\": " + std::to_string(getpid()) + ",";
+  std::printf("gpus=%d own_slots=%d\n", count("\"uuid\": \"GPU-"), count(pid));
+  Check(count("\"uuid\": \"GPU-") == 2, "two GPUs listed");
+  Check(count(pid) == 2, "this process listed on both GPUs");
+  return fake_client::Succeed();
+}
+
 // --- Process lifetime --------------------------------------------------------------------------
 
 const char* const kDeviceDone[2] = {"exit_queued: device 0 done\n", "exit_queued: device 1 done\n"};
@@ -766,5 +807,6 @@ int main(int argc, char** argv) {
   if (scenario == "exit_queued") return ExitQueued();
   if (scenario == "fork_queued") return ForkQueued();
   if (scenario == "collective") return Collective();
+  if (scenario == "top") return Top();
   Fail("unknown scenario");
 }

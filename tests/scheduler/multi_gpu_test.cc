@@ -142,6 +142,26 @@ TEST_CASE("fork() with work queued on both devices: the child and the parent bot
   RunEveryVariant("fork_queued");
 }
 
+TEST_CASE("gpuprio top lists a two-GPU process on both GPUs, at its priority", "[multi_gpu]") {
+  auto cli = gpuprio_test::Runfile("tools/cli/gpuprio");
+  REQUIRE(cli.ok());
+  for (const char* priority : {"low", "high"}) {
+    DYNAMIC_SECTION(priority) {
+      const Variant variant{"schedule", "schedule",
+                            {{"GPUPRIO_PRIORITY", priority}, {"MULTI_GPU_TOP_CLI", *cli}}};
+      const gpuprio_test::ProcessResult r = RunScenario("top", variant);
+      // Each of the two slots carries the process's priority.
+      const std::string named = absl::StrCat("\"priority_name\": \"", priority, "\"");
+      size_t found = 0;
+      for (size_t at = r.stdout_text.find(named); at != std::string::npos;
+           at = r.stdout_text.find(named, at + 1)) {
+        ++found;
+      }
+      CHECK(found == 2);
+    }
+  }
+}
+
 // The rule being added to the scheduler: a held op is issued within a bounded time, so a
 // collective whose peer rank already runs on another GPU is never stalled behind more important
 // work for as long as that work lasts (here ~3 s of it). With isolation active (the default) the
