@@ -73,6 +73,14 @@ def graph(iterations, size):
     s1 = torch.cuda.Stream(device=d1)
     torch.cuda.synchronize(d0)
     torch.cuda.synchronize(d1)
+    # Warm-up on the capture streams first: a capture must not create cuBLAS handles or
+    # workspaces (as torch.cuda.graphs asks).
+    with torch.cuda.device(d0), torch.cuda.stream(s0):
+        torch.tanh(a @ w0)
+    with torch.cuda.device(d1), torch.cuda.stream(s1):
+        torch.tanh(b @ w1) + a1
+    torch.cuda.synchronize(d0)
+    torch.cuda.synchronize(d1)
     g0, g1 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     # Static buffers: the graphs update them in place. A capture cannot wait for another
     # device's uncaptured work, so the cross-device copy runs eagerly between the replays.

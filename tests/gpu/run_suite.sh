@@ -72,6 +72,13 @@
 #   iso_torch_yield     the threads form with host-side priority (GPUPRIO_HOST_YIELD_US, default 2000)
 #                       against without it (gpuprio-b, 0), the server alone and the batch job alone,
 #                       500 requests a round, 3 rounds                              [~7.5 min, cap 8.5]
+# On two GPUs (nvidia-h100-x2; docs/gpu_checks.md, "Several GPUs"):
+#   multi_gpu           tests/gpu/run_multi_gpu_check.sh: a one-process two-GPU program, a two-GPU
+#                       CUDA graph program and two-rank DDP, natively and in every configuration
+#                       (schedule, low, force, deferred, low_deferred), 2 runs each  [~6 min]
+#   ddp_bench           tools/bench/run_ddp_bench.sh: a server on GPU 0 (high) beside DDP training
+#                       (low) on GPUs 0 and 1, 2 rounds                              [~5.5 min]
+#   ddp_bench_mps       the same under MPS (root)                                    [~5.5 min]
 # The isolation steps in four runs of at most 9 minutes each, on the GPU machine with .gpu/ from
 # tests/gpu/build_artifacts.sh:
 #   1: bash tests/gpu/run_suite.sh $OUT interference iso_launch                   (~7.5 min)
@@ -111,6 +118,9 @@ for step in "$@"; do
     two_process_mps) bash tools/bench/run_two_process_bench.sh "$dir" --mps ;;
     torch) bash tools/bench/run_torch_bench.sh "$dir" ;;
     trace) bash tests/gpu/run_trace_check.sh "$dir" ;;
+    multi_gpu) MULTI_GPU_RUNS=2 bash tests/gpu/run_multi_gpu_check.sh "$dir" ;;
+    ddp_bench) ROUNDS=2 bash tools/bench/run_ddp_bench.sh "$dir" ;;
+    ddp_bench_mps) ROUNDS=2 bash tools/bench/run_ddp_bench.sh "$dir" --mps ;;
     iso_launch) MODES="native schedule" bash tools/bench/run_launch_bench.sh "$dir" ;;
     iso_reserved) bash tools/bench/run_interference_bench.sh "$dir" --plan reserved ;;
     iso_sparse) bash tools/bench/run_interference_bench.sh "$dir" --plan sparse ;;

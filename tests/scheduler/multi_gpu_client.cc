@@ -626,8 +626,8 @@ int Top() {
   // json.dumps(sort_keys=True): `"pid": N, ` inside each process entry, one per GPU it uses.
   const std::string pid = "\"pid\": " + std::to_string(getpid()) + ",";
   std::printf("gpus=%d own_slots=%d\n", count("\"uuid\": \"GPU-"), count(pid));
-  Check(count("\"uuid\": \"GPU-") == 2, "two GPUs listed");
-  Check(count(pid) == 2, "this process listed on both GPUs");
+  // Other GPUs of the test's domain may be listed too (segments of earlier scenarios).
+  Check(count(pid) == 2, "this process listed on both GPUs (one slot each)");
   return fake_client::Succeed();
 }
 
