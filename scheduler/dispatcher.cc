@@ -1017,12 +1017,9 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     // Confinement must change nothing a program sees. A call the partition refuses (on an H100
     // under MPS, cuBLAS kernels whose thread-block clusters do not fit the green context: CUDA
     // error 912) did nothing, so it runs on the stream's own after the twin's work, as it would
-    // have natively, and its function is never confined again.
-    if (op->cost_key != nullptr) unconfinable_.insert(op->cost_key);
-    GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
-                          "isolation: %s refused on device %d's SM partition (CUDA error %d); it "
-                          "and later launches of its function run on the whole GPU",
-                          op->name != nullptr ? op->name : "op", device_, static_cast<int>(result));
+    // have natively; if it runs there, the partition was the cause, and its function is never
+    // confined again.
+    const CUresult refused = result;
     if (start != nullptr) {
       q->free_events.push_back(start);  // recorded on the twin: it would time the wrong span
       start = nullptr;
@@ -1030,6 +1027,14 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     target = Place(q, /*confine=*/false);
     op->confined_stream = target != s->stream ? target : nullptr;
     result = op->issue(*op);
+    if (result == CUDA_SUCCESS && op->cost_key != nullptr) {
+      unconfinable_.insert(op->cost_key);
+      GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
+                            "isolation: %s refused on device %d's SM partition (CUDA error %d); "
+                            "it and later launches of its function run on the whole GPU",
+                            op->name != nullptr ? op->name : "op", device_,
+                            static_cast<int>(refused));
+    }
   }
   if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
   if (s->legacy) {

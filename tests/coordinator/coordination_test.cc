@@ -221,6 +221,34 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
     REQUIRE(stat(SegmentPath(TestDomain()).c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
   }
+  SECTION("the same card numbered differently in each process (CUDA_VISIBLE_DEVICES)") {
+    // The low process sees two cards and uses its device 1; the high process sees only that
+    // card, as its device 0. Segments are named by the card's UUID, so they still meet.
+    Files files;
+    Client low({client, "stream", files.ready, files.stop, "2000"},
+               Environment("low", {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}));
+    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+                Environment("high", {{"FAKECUDA_VISIBLE_DEVICES", "1"}}));
+    REQUIRE(high.Wait() == 0);
+    files.Stop();
+    REQUIRE(low.Wait() == 0);
+    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    INFO("low launches inside high bursts: most " << most << ", total " << total);
+    CHECK(most <= 1);
+  }
+  SECTION("different cards do not hold each other back") {
+    Files files;
+    Client low({client, "stream", files.ready, files.stop, "2000"},
+               Environment("low", {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}));
+    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+                Environment("high", {{"FAKECUDA_VISIBLE_DEVICES", "0"}}));
+    REQUIRE(high.Wait() == 0);
+    files.Stop();
+    REQUIRE(low.Wait() == 0);
+    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    INFO("low launches inside high bursts: most " << most << ", total " << total);
+    CHECK(total >= kBursts);
+  }
   SECTION("not coordinated (GPUPRIO_COORDINATE=0): the same test sees low launches in bursts") {
     Files files;
     Client low({client, "stream", files.ready, files.stop, "2000"},

@@ -169,7 +169,7 @@ static CUresult GetUuid(CUuuid* uuid, CUdevice dev) {
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::memset(uuid->bytes, 0, sizeof(uuid->bytes));
   std::memcpy(uuid->bytes, "fakecuda", 8);
-  uuid->bytes[15] = static_cast<char>(dev);
+  uuid->bytes[15] = static_cast<char>(S().physical[dev]);
   return CUDA_SUCCESS;
 }
 

@@ -6,6 +6,8 @@
 
 #include "absl/base/call_once.h"
 #include "absl/base/const_init.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "scheduler/base/abseil_fork_safety.h"
 #include "tests/fake_cuda/call_log.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
@@ -39,6 +41,19 @@ State* NewState(uint64_t generation) {
   if (const char* env = std::getenv("FAKECUDA_DEVICES")) {
     const int n = std::atoi(env);
     if (n >= 1 && n <= 64) s->device_count = n;
+  }
+  if (const char* env = std::getenv("FAKECUDA_VISIBLE_DEVICES")) {
+    for (absl::string_view id : absl::StrSplit(env, ',', absl::SkipEmpty())) {
+      int physical = 0;
+      if (absl::SimpleAtoi(id, &physical) && physical >= 0 && physical < 64 &&
+          s->physical.size() < 64) {
+        s->physical.push_back(physical);
+      }
+    }
+    if (!s->physical.empty()) s->device_count = static_cast<int>(s->physical.size());
+  }
+  if (s->physical.empty()) {
+    for (int d = 0; d < s->device_count; ++d) s->physical.push_back(d);
   }
   s->devices.resize(s->device_count);
   s->primary.resize(s->device_count, nullptr);

@@ -152,6 +152,10 @@ struct State {
   bool initialized = false;
   bool green_contexts = true;  // fakecuda_set_green_contexts
   int device_count = 1;
+  // The physical card behind each device ordinal: FAKECUDA_VISIBLE_DEVICES (a comma-separated
+  // list, as CUDA_VISIBLE_DEVICES renumbers real GPUs), else the identity. A card's UUID is its
+  // physical number's, so processes that number the cards differently still name each alike.
+  std::vector<int> physical;
   uint64_t next_seq = 1;
   uint64_t next_stream_id = 1;
   uint64_t next_capture_id = 1;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -24,13 +25,16 @@ struct Driver {
   CUmodule module = nullptr;
 };
 
-// cuInit, the primary context of device 0 made current, and a module (the fake's module images
+// cuInit, the primary context of device 0 (or FAKE_CLIENT_DEVICE) made current, and a module (the fake's module images
 // are not parsed: every module holds the built-in kernels).
 inline Driver InitDriver() {
   Driver d;
   fake_client::CheckCu(cuInit(0), "cuInit");
   CUdevice dev;
-  fake_client::CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  // FAKE_CLIENT_DEVICE picks another ordinal (a process that numbers its GPUs differently).
+  const char* ordinal = std::getenv("FAKE_CLIENT_DEVICE");
+  fake_client::CheckCu(cuDeviceGet(&dev, ordinal != nullptr ? std::atoi(ordinal) : 0),
+                       "cuDeviceGet");
   fake_client::CheckCu(cuDevicePrimaryCtxRetain(&d.ctx, dev), "cuDevicePrimaryCtxRetain");
   fake_client::CheckCu(cuCtxSetCurrent(d.ctx), "cuCtxSetCurrent");
   static const char kImage[] = "fake module image";
