@@ -43,6 +43,12 @@ std::string TestDomain() {
   return *domain;
 }
 
+std::pair<std::string, std::string> TestDomainVariable() {
+  static const bool cleanup_registered = (std::atexit(RemoveTestSegments), true);
+  (void)cleanup_registered;
+  return {"GPUPRIO_DOMAIN", TestDomain()};
+}
+
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
   absl::StatusOr<std::string> fake = Runfile("tests/fake_cuda/libcuda.so.1");
   if (!fake.ok()) return fake.status();
@@ -65,11 +71,7 @@ absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
   // back through the default domain's segment.
   bool domain_given = false;
   for (const auto& e : extra) domain_given |= e.first == "GPUPRIO_DOMAIN";
-  if (!domain_given) {
-    static const bool cleanup_registered = (std::atexit(RemoveTestSegments), true);
-    (void)cleanup_registered;
-    env.push_back({"GPUPRIO_DOMAIN", TestDomain()});
-  }
+  if (!domain_given) env.push_back(TestDomainVariable());
   for (auto& e : extra) env.push_back(std::move(e));
   return env;
 }

@@ -24,6 +24,9 @@ absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra = {});
 // The coordination domain of this test process's clients: "test-<pid>-<random>", fixed for
 // the process.
 std::string TestDomain();
+// GPUPRIO_DOMAIN=TestDomain(), for a test that builds its children's environment itself; the
+// domain's segments are removed when the test process ends (as ClientEnv's are).
+std::pair<std::string, std::string> TestDomainVariable();
 
 // Every key=value token of `text` whose value is an integer.
 std::map<std::string, long> IntValues(const std::string& text);

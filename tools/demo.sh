@@ -22,6 +22,15 @@ say() { printf '\n'; progress_note "$*"; }
 
 prebuilt=0
 [[ "${1:-}" == --prebuilt ]] && prebuilt=1
+# Whether this workspace's Bazel server runs already (read from its pid file, which starts none):
+# then it is someone else's, and the demo leaves it running.
+bazel_server_running() {
+  local base pid
+  base="${HOME}/.cache/bazel/_bazel_$(id -un)/$(printf '%s' "$PWD" | md5sum | cut -d' ' -f1)"
+  pid="$(cat "$base/server/server.pid.txt" 2>/dev/null)" || return 1
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+bazel_server_was_running=1  # nothing to shut down unless the demo builds
 # --installed CMD: the fake-driver part only, through an installed `gpuprio` command and the
 # library it bundles (a wheel or .deb); the fake driver and its clients come from
 # $DEMO_BIN (a bazel-bin or a test's runfiles). tests/tools/package_install.sh.
@@ -36,12 +45,13 @@ elif ((prebuilt)); then
   [[ -f "$lib" && -x .gpu/interference ]] || { echo "demo: --prebuilt needs .gpu/ (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
   bazel() { :; }
 else
+  bazel_server_was_running="$(bazel_server_running && echo 1 || echo 0)"
   say "building libgpuprio.so (bazel build -c opt //hook:libgpuprio.so; the first build compiles Abseil too)"
   # The whole output stays in build_log, which is kept when the build fails.
   build_log="$(mktemp /tmp/gpuprio_demo_build.XXXXXX.log)"
   if ! progress_bazel "$build_log" build -c opt //hook:libgpuprio.so //tests/fake_cuda:libcuda.so.1 \
       //tests/fake_cuda/clients:all //tests/scheduler:sched_client //tests/coordinator:coord_client; then
-    bazel shutdown >/dev/null 2>&1 || true
+    ((bazel_server_was_running)) || bazel shutdown >/dev/null 2>&1 || true
     exit 1
   fi
   rm -f "$build_log"
@@ -50,12 +60,16 @@ else
   lib="$bin/hook/libgpuprio.so"
 fi
 work="$(mktemp -d /tmp/gpuprio_demo.XXXXXX)"
-domain="demo_$$"  # a coordination domain of its own: no other program on this machine takes part
+# A coordination domain of its own for every program the demo runs: no other program on this
+# machine takes part, and its segments are removed at the end.
+domain="demo_$$"
+export GPUPRIO_DOMAIN="$domain"
 cleanup() {
   jobs -p | xargs -r kill 2>/dev/null || true
   rm -rf "$work"
   rm -f /dev/shm/gpuprio-*-"$domain"-* 2>/dev/null || true
-  bazel shutdown >/dev/null 2>&1 || true
+  # Only a Bazel server the demo itself started: another build may be using one.
+  ((bazel_server_was_running)) || bazel shutdown >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 gpuprio_run() {

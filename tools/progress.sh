@@ -66,7 +66,8 @@ progress_bazel_errors() {
 }
 
 # progress_bazel LOG BAZEL-ARGS...: `bazel BAZEL-ARGS` with its whole output in LOG, showing
-# Bazel's progress lines ("[412 / 1,024] Compiling ...") at most every 15 s; on failure the
+# Bazel's progress lines ("[412 / 1,024] Compiling ...", and before the first action its loading
+# and analysis, or its wait for another command's lock) at most every 15 s; on failure the
 # excerpt of progress_bazel_errors and where the full output is. Returns Bazel's exit status.
 progress_bazel() {
   local log="$1" command="$2" rc=0
@@ -79,6 +80,10 @@ progress_bazel() {
       case "$line" in
         \[[0-9]*" / "[0-9]*\]*) progress_note "bazel ${line:0:150}" ;;
         "INFO: Analyzed "*) progress_note "bazel ${line#INFO: }" ;;
+        # Before the first action: fetching and loading (minutes on a cold machine), or another
+        # Bazel command holding the lock.
+        "Loading: "*|"Analyzing: "*|"Another command "*|"INFO: Repository "*)
+          progress_note "bazel ${line:0:150}" ;;
       esac
     done
   rc="$(cat "$log.rc" 2>/dev/null || echo 1)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test target three times: plain, under AddressSanitizer+UBSan, and under
 # ThreadSanitizer; builds everything with clang's thread-safety analysis (thread_safety: one check
-# that passes or fails); then prints one line "N passed, N failed" counting Catch2 test cases over
-# all targets and configurations, plus that check. Exits non-zero if anything failed. Leaves no
+# that passes or fails); runs the README's first command, tools/demo.sh, on this machine (demo:
+# one check; without a GPU its fake-driver path); then prints one line "N passed, N failed"
+# counting Catch2 test cases over all targets and configurations, plus those two checks. Exits non-zero if anything failed. Leaves no
 # Bazel server behind. Arguments name a subset of the configurations, e.g. `tools/test.sh plain`.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,7 +11,7 @@ cd "$repo"
 trap 'bazel shutdown >/dev/null 2>&1 || true' EXIT
 
 configs=("${@}")
-((${#configs[@]})) || configs=(plain asan tsan thread_safety)
+((${#configs[@]})) || configs=(plain asan tsan thread_safety demo)
 
 status=0
 summaries=()
@@ -25,6 +26,19 @@ for config in "${configs[@]}"; do
     else
       status=1
       summaries+=("thread_safety: 0 passed, 1 failed (clang -Wthread-safety build of //...)")
+    fi
+    echo "${summaries[-1]}"
+    continue
+  fi
+  if [[ "$config" == demo ]]; then
+    # The README's first command, on its GPU-free path (the fake driver): it must never break
+    # unnoticed. One check that passes or fails.
+    echo "=== tools/demo.sh ==="
+    if bash tools/demo.sh; then
+      summaries+=("demo: 1 passed, 0 failed (tools/demo.sh)")
+    else
+      status=1
+      summaries+=("demo: 0 passed, 1 failed (tools/demo.sh)")
     fi
     echo "${summaries[-1]}"
     continue

@@ -122,8 +122,6 @@ void ExecutorLoop(int device) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-bool StreamIdle(Stream* stream) { return !Pending(stream->last); }
-
 bool AllIdle(State* state) {
   for (const Device& dev : state->devices) {
     if (!dev.paused && dev.busy != 0) return false;

@@ -120,6 +120,8 @@ TEST_CASE("A setuid program ignores GPUPRIO_CUPTI_LIBRARY and GPUPRIO_TRACE, and
   const gpuprio_test::Env env = {
       {"LD_PRELOAD", preload_name},
       {"GPUPRIO_MODE", "schedule"},
+      // Its segments are the test's, removed at its end (one of them made by nobody).
+      gpuprio_test::TestDomainVariable(),
       {"GPUPRIO_TRACE", trace.string()},
       {"GPUPRIO_CUPTI_LIBRARY", marker_library.string()},
       // The instrumented library is preloaded before the sanitizer runtime; LeakSanitizer stops

@@ -113,7 +113,11 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
     }
   });
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The launcher launches again after that call: a fixed sleep is not enough on a loaded
+  // sanitizer machine, where it may not run at all for a while (then nothing was launched since
+  // the caller's previous op, and it rightly does not wait).
+  const uint64_t seen = levels.At(kHigh).ops_on_caller.load();
+  while (levels.At(kHigh).ops_on_caller.load() == seen) std::this_thread::yield();
   const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
   stop.store(true);
   launcher.join();

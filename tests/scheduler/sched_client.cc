@@ -222,14 +222,16 @@ int Priority() {
   high.join();
   CheckCu(cuStreamSynchronize(low_stream), "low sync");
   // Low-priority kernels in flight: issued to the device (the fake saw the launch call) and not
-  // yet finished executing, at each moment a low-priority launch reached the device.
+  // yet finished executing, at each moment a low-priority launch reached the device. The low
+  // kernels are told apart by name (only they run sleep_ns), not by stream: with spatial
+  // isolation they run on a twin stream of low_stream.
   std::vector<std::pair<uint64_t, uint64_t>> low_ops;  // issue time, end of execution
   std::vector<uint64_t> low_issue, low_end;
   const uint64_t calls = fakecuda_call_count();
   for (uint64_t i = 0; i < calls; ++i) {
     fakecuda_call_record c;
     fakecuda_get_call(i, &c);
-    if (std::strncmp(c.api, "cuLaunchKernel", 64) == 0 && c.stream == reinterpret_cast<uint64_t>(low_stream)) {
+    if (std::strncmp(c.api, "cuLaunchKernel", 64) == 0 && std::strcmp(c.function, "sleep_ns") == 0) {
       low_issue.push_back(c.start_ns);
     }
   }
@@ -237,7 +239,7 @@ int Priority() {
   for (uint64_t i = 0; i < execs; ++i) {
     fakecuda_exec_record e;
     fakecuda_get_exec(i, &e);
-    if (e.stream == reinterpret_cast<uint64_t>(low_stream) && std::strcmp(e.what, "sleep_ns") == 0) {
+    if (std::strcmp(e.what, "sleep_ns") == 0) {
       low_end.push_back(e.end_ns);
     }
   }

@@ -90,6 +90,10 @@ check_install() {
   grep -q 'gpuprio: pid [0-9]* mode=schedule priority=normal budget=2000us' "$out" ||
     fail "$name: no start line from the installed library"
   grep -q 'gpuprio: calls api=' "$out" || fail "$name: no call summary from the library"
+  # The priority scenario, natively and scheduled (the scheduled line may follow the library's
+  # start line on the same output line).
+  (($(grep -c 'high_latency_us=[0-9]* .*low_max_in_flight=' "$out") == 2)) ||
+    fail "$name: no priority scenario result"
   grep -q 'gpuprio *[0-9]* of the [0-9]* low kernels' "$out" || fail "$name: no two-process result"
   grep -q '^demo: .*done$' "$out" || fail "$name: the demo did not finish"
 }
