@@ -736,7 +736,7 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
     const int64_t held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
     const bool held_long = held_ns >= static_cast<int64_t>(options_.long_op_max_hold_ns);
     Admission verdict = Admit(op->priority, estimate, snapshot);
-    if (verdict == Admission::kHoldForHigherPriority &&
+    if (verdict == Admission::kHoldForHigherPriority && options_.max_hold_ns != 0 &&
         held_ns >= static_cast<int64_t>(options_.max_hold_ns)) {
       // Held for more important work as long as any op may be (options.h, max_hold_ns): from now
       // on the budget alone decides, as if nothing more important were active.

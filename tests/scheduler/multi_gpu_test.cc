@@ -174,7 +174,9 @@ TEST_CASE("A low-priority collective rank is not held until a busy device goes i
   variants.push_back({"isolation off, deferred",
                       "schedule",
                       {{"GPUPRIO_ISOLATION", "off"}, {"GPUPRIO_DIRECT_ISSUE", "0"}}});
-  for (const Variant& variant : variants) {
+  for (Variant variant : variants) {
+    // The bound is opt-in (GPUPRIO_MAX_HOLD_MS, default 0): a multi-GPU job sets it.
+    variant.env.push_back({"GPUPRIO_MAX_HOLD_MS", "100"});
     DYNAMIC_SECTION(variant.name) {
       const gpuprio_test::ProcessResult r = RunScenario("collective", variant);
       const auto values = gpuprio_test::IntValues(r.stdout_text);
