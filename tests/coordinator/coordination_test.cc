@@ -192,6 +192,21 @@ std::string SegmentPath(const std::string& domain) {
 // High: 12 chains of 5 x 1 ms every 20 ms. Others: back-to-back 2 ms kernels.
 constexpr int kBursts = 12;
 
+// A low process streaming 2 ms kernels beside a high process's bursts, each with `low_extra` /
+// `high_extra` in its environment: IssuesInBursts of the low launches in the high bursts.
+std::pair<int, int> RunBurstsBesideStream(const std::string& client, Env low_extra,
+                                          Env high_extra) {
+  Files files;
+  Client low({client, "stream", files.ready, files.stop, "2000"},
+             Environment("low", std::move(low_extra)));
+  Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+              Environment("high", std::move(high_extra)));
+  REQUIRE(high.Wait() == 0);
+  files.Stop();
+  REQUIRE(low.Wait() == 0);
+  return IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+}
+
 TEST_CASE("A low process issues nothing while a high process has work queued or in flight",
           "[coordinator]") {
   const std::string client = ClientPath();
@@ -224,41 +239,17 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
   SECTION("the same card numbered differently in each process (CUDA_VISIBLE_DEVICES)") {
     // The low process sees two cards and uses its device 1; the high process sees only that
     // card, as its device 0. Segments are named by the card's UUID, so they still meet.
-    Files files;
-    Client low({client, "stream", files.ready, files.stop, "2000"},
-               Environment("low", {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}));
-    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-                Environment("high", {{"FAKECUDA_VISIBLE_DEVICES", "1"}}));
-    REQUIRE(high.Wait() == 0);
-    files.Stop();
-    REQUIRE(low.Wait() == 0);
-    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    const auto [most, total] = RunBurstsBesideStream(client, {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}, {{"FAKECUDA_VISIBLE_DEVICES", "1"}});
     INFO("low launches inside high bursts: most " << most << ", total " << total);
     CHECK(most <= 1);
   }
   SECTION("different cards do not hold each other back") {
-    Files files;
-    Client low({client, "stream", files.ready, files.stop, "2000"},
-               Environment("low", {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}));
-    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-                Environment("high", {{"FAKECUDA_VISIBLE_DEVICES", "0"}}));
-    REQUIRE(high.Wait() == 0);
-    files.Stop();
-    REQUIRE(low.Wait() == 0);
-    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    const auto [most, total] = RunBurstsBesideStream(client, {{"FAKECUDA_DEVICES", "2"}, {"FAKE_CLIENT_DEVICE", "1"}}, {{"FAKECUDA_VISIBLE_DEVICES", "0"}});
     INFO("low launches inside high bursts: most " << most << ", total " << total);
     CHECK(total >= kBursts);
   }
   SECTION("not coordinated (GPUPRIO_COORDINATE=0): the same test sees low launches in bursts") {
-    Files files;
-    Client low({client, "stream", files.ready, files.stop, "2000"},
-               Environment("low", {{"GPUPRIO_COORDINATE", "0"}}));
-    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-                Environment("high", {{"GPUPRIO_COORDINATE", "0"}}));
-    REQUIRE(high.Wait() == 0);
-    files.Stop();
-    REQUIRE(low.Wait() == 0);
-    const auto [most, total] = IssuesInBursts(Bursts(high.Out()), Issues(low.Out()));
+    const auto [most, total] = RunBurstsBesideStream(client, {{"GPUPRIO_COORDINATE", "0"}}, {{"GPUPRIO_COORDINATE", "0"}});
     INFO("low launches inside high bursts: most " << most << ", total " << total);
     CHECK(total >= kBursts);
   }
