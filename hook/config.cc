@@ -1,6 +1,8 @@
 #include "hook/config.h"
 
 #include <grp.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -35,18 +37,36 @@ std::optional<int> ParsePriority(absl::string_view text) {
   return number;
 }
 
+// Whether this process is a member of `gid` (its effective or a supplementary group): it can give
+// a segment only such a group, and a segment of any other group is refused by its members.
+bool MemberOf(gid_t gid) {
+  if (getegid() == gid) return true;
+  gid_t groups[NGROUPS_MAX];
+  const int n = getgroups(NGROUPS_MAX, groups);
+  for (int i = 0; i < n; ++i) {
+    if (groups[i] == gid) return true;
+  }
+  return false;
+}
+
 std::optional<int64_t> ResolveGroup(absl::string_view text) {
   const std::string name(absl::StripAsciiWhitespace(text));
   if (name.empty()) return std::nullopt;
   uint32_t number = 0;
-  if (absl::SimpleAtoi(name, &number)) return number;
-  struct group entry;
-  struct group* found = nullptr;
-  char buffer[16384];
-  if (getgrnam_r(name.c_str(), &entry, buffer, sizeof(buffer), &found) != 0 || found == nullptr) {
-    return std::nullopt;
+  std::optional<int64_t> gid;
+  if (absl::SimpleAtoi(name, &number)) {
+    // (gid_t)-1 means "no change" to chown: no file can have it.
+    if (number != static_cast<uint32_t>(-1)) gid = number;
+  } else {
+    struct group entry;
+    struct group* found = nullptr;
+    char buffer[16384];
+    if (getgrnam_r(name.c_str(), &entry, buffer, sizeof(buffer), &found) == 0 && found != nullptr) {
+      gid = static_cast<int64_t>(found->gr_gid);
+    }
   }
-  return static_cast<int64_t>(found->gr_gid);
+  if (!gid.has_value() || !MemberOf(static_cast<gid_t>(*gid))) return std::nullopt;
+  return gid;
 }
 
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
@@ -122,11 +142,21 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
       config.coordinate = false;
     }
   }
+  if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_SHM_DIR")) {
+    // Absolute, so every process names the same directory whatever its working directory.
+    if (!text->empty() && text->front() == '/' && text->size() < 4096) {
+      config.shm_dir = std::string(*text);
+    } else {
+      env.Reject("GPUPRIO_SHM_DIR", "an absolute directory path",
+                 "no coordination with other processes");
+      config.coordinate = false;
+    }
+  }
   if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_SHARE_GROUP")) {
     if (const std::optional<int64_t> gid = ResolveGroup(*text)) {
       config.share_gid = *gid;
     } else {
-      env.Reject("GPUPRIO_SHARE_GROUP", "the name or number of an existing group",
+      env.Reject("GPUPRIO_SHARE_GROUP", "the name or number of a group this user is a member of",
                  "no coordination with other processes");
       config.coordinate = false;
     }

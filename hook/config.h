@@ -43,10 +43,12 @@ struct Config {
   uint64_t exit_timeout_ns = 30'000'000'000;
   // Across processes (docs/coordinator.md). GPUPRIO_COORDINATE: 1 | 0. GPUPRIO_DOMAIN: the group
   // of processes that coordinate, [A-Za-z0-9_.-]{1,64}. GPUPRIO_SHARE_GROUP: a group name or gid
-  // whose members' processes coordinate (segment mode 0660), instead of this user's only (0600).
-  // A bad domain or group turns coordination off: joining a group other than the one meant
-  // would hold back (or be held back by) strangers.
+  // whose members' processes coordinate (segment mode 0660), instead of this user's only (0600);
+  // this user must be a member. GPUPRIO_SHM_DIR: the directory (absolute) the segments' own
+  // directories are made in. A bad domain, group or directory turns coordination off: joining a
+  // group other than the one meant would hold back (or be held back by) strangers.
   bool coordinate = true;
+  std::string shm_dir = "/dev/shm";
   std::string domain = "default";
   int64_t share_gid = -1;
 };

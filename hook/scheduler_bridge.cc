@@ -11,6 +11,7 @@
 #include "hook/api_table.h"
 #include "hook/config.h"
 #include "hook/real_driver.h"
+#include "scheduler/coordinator/segment_registry.h"
 #include "hook/thread_state.h"
 #include "scheduler/base/logging.h"
 #include "scheduler/base/tls.h"
@@ -101,6 +102,7 @@ void CreateScheduler() {
   options.host_yield_ns = config.host_yield_ns;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
   options.coordinate = config.coordinate;
+  options.segment.shm_dir = config.shm_dir;
   options.segment.domain = config.domain;
   options.segment.share_gid = config.share_gid;
   // A kernel never measured counts as a whole budget: one at a time until it has a history.
@@ -133,6 +135,9 @@ void CreateScheduler() {
 // threads that do not exist there -- and builds a new one on its first scheduled call.
 void AbandonSchedulerInChild() {
   g_in_forked_child.store(true, std::memory_order_relaxed);
+  // The parent's segment descriptors carry its slot locks: a child that kept them open would keep
+  // the parent's slots looking alive after the parent is gone.
+  coordinator::CloseInheritedSegments();
   g_scheduler.store(nullptr, std::memory_order_relaxed);
   // A fresh once flag: the parent's is done, or held by a thread that is gone. once_flag is a
   // trivially destructible atomic word, so constructing a new one in place is all it takes.

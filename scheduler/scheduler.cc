@@ -140,8 +140,8 @@ std::unique_ptr<coordinator::GpuCoordinator> Scheduler::AttachCoordinator(CUdevi
          std::string(c.status().message()).c_str());
     return nullptr;
   }
-  Logf(LogLevel::kInfo, "GPU %d: slot %u of /dev/shm%s", static_cast<int>(device),
-       (*c)->slot_index(), (*c)->segment().name().c_str());
+  Logf(LogLevel::kInfo, "GPU %d: slot %u of %s", static_cast<int>(device),
+       (*c)->slot_index(), (*c)->segment().path().c_str());
   return *std::move(c);
 }
 

@@ -1,7 +1,7 @@
 #include "tests/client_env.h"
 
 #include <dirent.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -11,25 +11,30 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/test_directory.h"
 
 namespace gpuprio_test {
 namespace {
 
-// Removes the shared segments of this test's domain (TestDomain) when the test process ends.
-void RemoveTestSegments() {
-  const std::string marker = absl::StrCat("-", TestDomain(), "-");
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return;
-  while (dirent* e = readdir(dir)) {
-    const absl::string_view name = e->d_name;
-    if (absl::StartsWith(name, "gpuprio-") && absl::StrContains(name, marker)) {
-      shm_unlink(absl::StrCat("/", name).c_str());
-    }
-  }
-  closedir(dir);
-}
+// Removes this test process's segment directory (TestShmDir) when it ends.
+void RemoveTestSegments() { RemoveTree(TestShmDir()); }
 
 }  // namespace
+
+std::string TestShmDir() {
+  // Under the test's own temporary directory: the real /dev/shm is never touched, and what a
+  // crashed test leaves is Bazel's to clean. World-searchable, so the fake clients of tests that
+  // run them as another user (secure_execution_test) can make their own directory in it.
+  static const std::string* const dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gpuprio-shm-XXXXXX");
+    if (mkdtemp(path.data()) == nullptr) std::abort();
+    chmod(path.c_str(), 01777);
+    std::atexit(RemoveTestSegments);
+    return new std::string(path);
+  }();
+  return *dir;
+}
 
 std::string TestDomain() {
   // The pid alone is not unique: Bazel runs tests in their own pid namespaces, where two test
@@ -43,10 +48,8 @@ std::string TestDomain() {
   return *domain;
 }
 
-std::pair<std::string, std::string> TestDomainVariable() {
-  static const bool cleanup_registered = (std::atexit(RemoveTestSegments), true);
-  (void)cleanup_registered;
-  return {"GPUPRIO_DOMAIN", TestDomain()};
+Env TestCoordinationVariables() {
+  return {{"GPUPRIO_DOMAIN", TestDomain()}, {"GPUPRIO_SHM_DIR", TestShmDir()}};
 }
 
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
@@ -67,11 +70,13 @@ absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra) {
     env.push_back({"LD_PRELOAD", *lib});
     env.push_back({"GPUPRIO_MODE", mode});
   }
-  // Test processes coordinate only among themselves: concurrent tests must not hold each other
-  // back through the default domain's segment.
-  bool domain_given = false;
-  for (const auto& e : extra) domain_given |= e.first == "GPUPRIO_DOMAIN";
-  if (!domain_given) env.push_back(TestDomainVariable());
+  // Test processes coordinate only among themselves, in segments of their own directory:
+  // concurrent tests must not hold each other back, and nothing is left in /dev/shm.
+  for (auto& variable : TestCoordinationVariables()) {
+    bool given = false;
+    for (const auto& e : extra) given |= e.first == variable.first;
+    if (!given) env.push_back(std::move(variable));
+  }
   for (auto& e : extra) env.push_back(std::move(e));
   return env;
 }

@@ -17,16 +17,19 @@ namespace gpuprio_test {
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // LD_LIBRARY_PATH to the fake libcuda.so.1; with a non-empty `mode`, LD_PRELOAD=libgpuprio.so
-// and GPUPRIO_MODE=mode; GPUPRIO_DOMAIN=TestDomain() unless `extra` sets it (its segments are
-// removed when the test process exits); then `extra`. Fails if a runfile is missing.
+// and GPUPRIO_MODE=mode; TestCoordinationVariables() unless `extra` sets them; then `extra`.
+// Fails if a runfile is missing.
 absl::StatusOr<Env> ClientEnv(const std::string& mode, Env extra = {});
 
 // The coordination domain of this test process's clients: "test-<pid>-<random>", fixed for
 // the process.
 std::string TestDomain();
-// GPUPRIO_DOMAIN=TestDomain(), for a test that builds its children's environment itself; the
-// domain's segments are removed when the test process ends (as ClientEnv's are).
-std::pair<std::string, std::string> TestDomainVariable();
+// This test process's GPUPRIO_SHM_DIR: a directory of its own under TEST_TMPDIR, removed with
+// its segments when the process ends.
+std::string TestShmDir();
+// GPUPRIO_DOMAIN=TestDomain() and GPUPRIO_SHM_DIR=TestShmDir(), for a test that builds its
+// children's environment itself.
+Env TestCoordinationVariables();
 
 // Every key=value token of `text` whose value is an integer.
 std::map<std::string, long> IntValues(const std::string& text);

@@ -1,9 +1,12 @@
-// Scratch directories for tests that check which files a writer leaves behind.
+// Scratch directories for tests: ones that check which files a writer leaves behind, and ones
+// that must leave nothing behind themselves.
 #ifndef GPUPRIO_TESTS_TEST_DIRECTORY_H_
 #define GPUPRIO_TESTS_TEST_DIRECTORY_H_
 
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -36,6 +39,33 @@ inline std::vector<std::string> DirectoryEntries(const std::string& dir) {
   std::sort(names.begin(), names.end());
   return names;
 }
+
+// Removes `path` and everything under it; symbolic links are removed, never followed.
+inline void RemoveTree(const std::string& path) {
+  for (const std::string& name : DirectoryEntries(path)) {
+    const std::string child = path + "/" + name;
+    struct stat st;
+    if (lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      RemoveTree(child);
+    } else {
+      unlink(child.c_str());
+    }
+  }
+  rmdir(path.c_str());
+}
+
+// FreshDirectory(prefix), removed with everything in it when the object goes.
+class ScopedDirectory {
+ public:
+  explicit ScopedDirectory(const std::string& prefix) : path_(FreshDirectory(prefix)) {}
+  ~ScopedDirectory() { RemoveTree(path_); }
+  ScopedDirectory(const ScopedDirectory&) = delete;
+  ScopedDirectory& operator=(const ScopedDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace gpuprio_test
 

@@ -60,14 +60,15 @@ else
   lib="$bin/hook/libgpuprio.so"
 fi
 work="$(mktemp -d /tmp/gpuprio_demo.XXXXXX)"
-# A coordination domain of its own for every program the demo runs: no other program on this
-# machine takes part, and its segments are removed at the end.
+# A coordination domain and segment directory of its own for every program the demo runs: no
+# other program on this machine takes part, and its segments go with $work at the end.
 domain="demo_$$"
 export GPUPRIO_DOMAIN="$domain"
+mkdir -p "$work/shm"
+export GPUPRIO_SHM_DIR="$work/shm"
 cleanup() {
   jobs -p | xargs -r kill 2>/dev/null || true
   rm -rf "$work"
-  rm -f /dev/shm/gpuprio-*-"$domain"-* 2>/dev/null || true
   # Only a Bazel server the demo itself started: another build may be using one.
   ((bazel_server_was_running)) || bazel shutdown >/dev/null 2>&1 || true
 }

@@ -1,5 +1,6 @@
 // The one clock of the scheduler and its clients: op submit and issue times, the ceiling window,
-// completion times. CLOCK_MONOTONIC, in nanoseconds (steady_clock is CLOCK_MONOTONIC on Linux).
+// completion times. CLOCK_MONOTONIC, in nanoseconds (steady_clock is CLOCK_MONOTONIC on Linux);
+// and the real-time clock for times shared with other processes.
 #ifndef GPUPRIO_SCHEDULER_BASE_CLOCK_H_
 #define GPUPRIO_SCHEDULER_BASE_CLOCK_H_
 
@@ -22,6 +23,15 @@ inline int64_t SteadyNowNs() {
 inline int64_t CoarseNowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// CLOCK_REALTIME at the tick's resolution: for times that other processes compare with their own
+// (the shared segment's submit times). It is the one clock time namespaces do not shift, so a
+// process in a container reads the same value as one on the host.
+inline int64_t SharedCoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 

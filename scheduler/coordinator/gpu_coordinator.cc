@@ -43,13 +43,14 @@ absl::StatusOr<std::unique_ptr<GpuCoordinator>> GpuCoordinator::Attach(
   if (!segment.ok()) return segment.status();
   auto coordinator = std::unique_ptr<GpuCoordinator>(
       new GpuCoordinator(*std::move(segment), OwnIdentity(), default_priority));
-  // Slots of processes that died without releasing theirs are freed first: a crashed process
-  // must neither hold this one back nor take the slot it needs.
-  coordinator->ReclaimDeadSlots(base::SteadyNowNs());
+  // Slots of processes that died (or exec'd: this very process's image before an exec, say)
+  // without releasing theirs are freed first: they must neither hold this one back nor take the
+  // slot it needs.
+  coordinator->ReclaimDeadSlots();
   if (!coordinator->Claim()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "shared segment /dev/shm%s has no free slot (%d processes attached)",
-        coordinator->segment().name(), kSlotCount));
+        "shared segment %s has no free slot (%d processes attached)",
+        coordinator->segment().path(), kSlotCount));
   }
   return coordinator;
 }
@@ -62,17 +63,19 @@ GpuCoordinator::~GpuCoordinator() { Release(); }
 
 bool GpuCoordinator::Claim() {
   SegmentHeader& header = segment_->header();
-  const int64_t now = base::SteadyNowNs();
   for (uint32_t i = 0; i < kSlotCount; ++i) {
     ProcessSlot& slot = segment_->slot(i);
     uint64_t word = slot.state_word.load(std::memory_order_acquire);
     if (SlotWordState(word) != kSlotFree) continue;
+    // The lock first: from the moment the slot is claimed, its lock says its owner is alive.
+    if (!segment_->LockSlot(i)) continue;
     const uint64_t claimed = SlotWord(SlotWordGeneration(word) + 1, kSlotClaimed);
     if (!slot.state_word.compare_exchange_strong(word, claimed, std::memory_order_acq_rel)) {
+      segment_->UnlockSlot(i);
       continue;
     }
     // Everything but the state word is reset: a dead owner's values mean nothing.
-    slot.heartbeat_ns.store(now, std::memory_order_relaxed);
+    slot.heartbeat.store(0, std::memory_order_relaxed);
     slot.pid = self_.pid;
     slot.start_time_ticks = self_.start_time_ticks;
     slot.pid_namespace = self_.pid_namespace;
@@ -89,7 +92,7 @@ bool GpuCoordinator::Claim() {
     slot.in_flight_estimated_ns.store(0, std::memory_order_relaxed);
     slot.held_ns_total.store(0, std::memory_order_relaxed);
     for (auto& b : slot.delay_histogram) b.store(0, std::memory_order_relaxed);
-    for (auto& t : slot.level_last_submit_ns) t.store(0, std::memory_order_relaxed);
+    for (auto& t : slot.level_last_submit_unix_ns) t.store(0, std::memory_order_relaxed);
     slot_word_ = SlotWord(SlotWordGeneration(claimed), kSlotLive);
     slot.state_word.store(slot_word_, std::memory_order_release);
     slot_ = &slot;
@@ -109,13 +112,14 @@ bool GpuCoordinator::RaiseActive(int priority) {
   return seen == kNoPriority;
 }
 
-bool GpuCoordinator::NoteSubmit(int priority, int64_t now_ns) {
+bool GpuCoordinator::NoteSubmit(int priority, int64_t /*now_ns*/) {
   if (released_.load(std::memory_order_relaxed)) return false;
   ProcessSlot& slot = *slot_;
   const bool burst_begins = RaiseActive(priority);
-  std::atomic<int64_t>& last = slot.level_last_submit_ns[priority - kLowestPriority];
-  if (now_ns - last.load(std::memory_order_relaxed) > kSubmitGranularityNs) {
-    last.store(now_ns, std::memory_order_relaxed);
+  std::atomic<int64_t>& last = slot.level_last_submit_unix_ns[priority - kLowestPriority];
+  const int64_t shared_now = base::SharedCoarseNowNs();
+  if (shared_now - last.load(std::memory_order_relaxed) > kSubmitGranularityNs) {
+    last.store(shared_now, std::memory_order_relaxed);
   }
   if (priority > slot.max_seen_priority.load(std::memory_order_relaxed)) {
     base::AtomicMax(slot.max_seen_priority, priority, std::memory_order_seq_cst);
@@ -129,14 +133,33 @@ bool GpuCoordinator::NoteSubmit(int priority, int64_t now_ns) {
 
 void GpuCoordinator::RefreshPeers() const {
   const uint32_t claims = segment_->header().claims.load(std::memory_order_acquire);
+  const int64_t now = base::SteadyNowNs();
   uint64_t mask = 0;
   for (uint32_t i = 0; i < kSlotCount; ++i) {
     if (i == slot_index_) continue;
-    const uint64_t word = segment_->slot(i).state_word.load(std::memory_order_acquire);
-    if (SlotWordState(word) == kSlotLive) mask |= uint64_t{1} << i;
+    const ProcessSlot& slot = segment_->slot(i);
+    const uint64_t word = slot.state_word.load(std::memory_order_acquire);
+    if (SlotWordState(word) != kSlotLive || !segment_->SlotLockedByOther(i)) continue;
+    mask |= uint64_t{1} << i;
+    if (seen_word_[i].exchange(word, std::memory_order_relaxed) != word) {
+      // A new owner: its heartbeat counts as fresh from now.
+      seen_heartbeat_[i].store(slot.heartbeat.load(std::memory_order_relaxed),
+                               std::memory_order_relaxed);
+      heartbeat_changed_ns_[i].store(now, std::memory_order_relaxed);
+    }
   }
   peer_mask_.store(mask, std::memory_order_relaxed);
   claims_seen_.store(claims, std::memory_order_release);
+}
+
+bool GpuCoordinator::HeartbeatFresh(uint32_t i, int64_t now_ns) const {
+  const uint64_t beat = segment_->slot(i).heartbeat.load(std::memory_order_relaxed);
+  if (seen_heartbeat_[i].load(std::memory_order_relaxed) != beat) {
+    seen_heartbeat_[i].store(beat, std::memory_order_relaxed);
+    heartbeat_changed_ns_[i].store(now_ns, std::memory_order_relaxed);
+    return true;
+  }
+  return now_ns - heartbeat_changed_ns_[i].load(std::memory_order_relaxed) <= kStaleHeartbeatNs;
 }
 
 void GpuCoordinator::RefreshPeersIfClaimed() const {
@@ -149,10 +172,12 @@ void GpuCoordinator::RefreshPeersIfClaimed() const {
 PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) const {
   RefreshPeersIfClaimed();
   PeerState state;
+  int64_t shared_now = 0;  // read once, and only if some slot's levels are looked at
   for (uint64_t mask = peer_mask_.load(std::memory_order_relaxed); mask != 0; mask &= mask - 1) {
-    const ProcessSlot& slot = segment_->slot(static_cast<uint32_t>(__builtin_ctzll(mask)));
+    const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(mask));
+    const ProcessSlot& slot = segment_->slot(i);
     if (SlotWordState(slot.state_word.load(std::memory_order_acquire)) != kSlotLive) continue;
-    if (now_ns - slot.heartbeat_ns.load(std::memory_order_relaxed) > kStaleHeartbeatNs) continue;
+    if (!HeartbeatFresh(i, now_ns)) continue;
     if (slot.held.load(std::memory_order_relaxed) != 0) state.any_held = true;
     const int active = slot.active_priority.load(std::memory_order_seq_cst);
     if (ValidPriority(active) && active > state.highest_active) state.highest_active = active;
@@ -160,9 +185,14 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) c
     int top = slot.max_seen_priority.load(std::memory_order_relaxed);
     if (!ValidPriority(top)) continue;
     const int stop = std::max(floor, state.ceiling);
+    if (top > stop && shared_now == 0) shared_now = base::SharedCoarseNowNs();
     for (int p = top; p > stop; --p) {
-      const int64_t t = slot.level_last_submit_ns[p - kLowestPriority].load(std::memory_order_relaxed);
-      if (t != 0 && now_ns - t <= static_cast<int64_t>(window_ns)) {
+      const int64_t t =
+          slot.level_last_submit_unix_ns[p - kLowestPriority].load(std::memory_order_relaxed);
+      // Ahead of this clock by up to a tick or two of the coarse clocks is normal; further ahead
+      // is garbage (or a clock stepped back), which must not keep a ceiling up.
+      if (t != 0 && shared_now - t <= static_cast<int64_t>(window_ns) &&
+          t - shared_now <= kFutureToleranceNs) {
         state.ceiling = p;
         break;
       }
@@ -231,44 +261,48 @@ void GpuCoordinator::CountDispatched(uint64_t delay_ns) {
   slot_->delay_histogram[DelayBucket(delay_ns)].fetch_add(1, std::memory_order_relaxed);
 }
 
+void GpuCoordinator::Abandon(const char* why) {
+  released_.store(true, std::memory_order_relaxed);
+  Logf(LogLevel::kWarning,
+       "%s %s; this process no longer coordinates with other processes on this GPU", why,
+       segment_->path().c_str());
+}
+
 void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
   if (released_.load(std::memory_order_relaxed) || now_ns - last_maintain_ns_ < interval_ns) return;
   last_maintain_ns_ = now_ns;
-  // Still ours? A process that was stopped for longer than kAbandonedHeartbeatNs in another pid
-  // namespace may have lost its slot. It stops publishing rather than write into another
-  // process's slot (client threads hold no lock that would let it move to a new one safely).
-  if (slot_->state_word.load(std::memory_order_acquire) != slot_word_) {
-    released_.store(true, std::memory_order_relaxed);
-    Logf(LogLevel::kWarning,
-         "this process lost its slot in /dev/shm%s (it was silent for over %d s); it no longer "
-         "coordinates with other processes on this GPU",
-         segment_->name().c_str(), static_cast<int>(kAbandonedHeartbeatNs / 1'000'000'000));
+  if (segment_->lost()) {
+    // Its memory is private zeros now (segment_registry.h): nothing written there is seen.
+    Abandon("another process truncated the shared segment");
     return;
   }
-  slot_->heartbeat_ns.store(now_ns, std::memory_order_relaxed);
-  ReclaimDeadSlots(now_ns);
-  RefreshPeers();
+  // Still ours? Only a peer that wrote garbage into the slot's state can have changed it (a live
+  // owner's lock keeps everyone else from freeing it). This process stops publishing rather than
+  // write into a slot another process may own (client threads hold no lock that would let it
+  // move to a new slot safely).
+  if (slot_->state_word.load(std::memory_order_acquire) != slot_word_) {
+    Abandon("another process overwrote this process's slot in");
+    return;
+  }
+  slot_->heartbeat.fetch_add(1, std::memory_order_relaxed);
+  if (now_ns - last_liveness_check_ns_ >= kLivenessCheckNs) {
+    last_liveness_check_ns_ = now_ns;
+    ReclaimDeadSlots();
+    RefreshPeers();
+  } else {
+    RefreshPeersIfClaimed();
+  }
 }
 
-void GpuCoordinator::ReclaimDeadSlots(int64_t now_ns) {
+void GpuCoordinator::ReclaimDeadSlots() {
   for (uint32_t i = 0; i < kSlotCount; ++i) {
     if (slot_ != nullptr && i == slot_index_) continue;
     ProcessSlot& slot = segment_->slot(i);
     uint64_t word = slot.state_word.load(std::memory_order_acquire);
-    const SlotState state = SlotWordState(word);
-    if (state == kSlotFree) continue;
-    const int64_t silent = now_ns - slot.heartbeat_ns.load(std::memory_order_relaxed);
-    bool dead = false;
-    if (state == kSlotLive) {
-      const ProcessIdentity owner{slot.pid, slot.start_time_ticks, slot.pid_namespace};
-      const Liveness liveness = CheckLiveness(owner, self_.pid_namespace);
-      dead = liveness == Liveness::kGone ||
-             (liveness == Liveness::kUnknown && silent > kAbandonedHeartbeatNs);
-    } else {
-      // Claimed but never finished (its claimer died in between), or garbage: free it once old.
-      dead = state != kSlotClaimed || silent > kAbandonedHeartbeatNs;
-    }
-    if (!dead) continue;
+    if (SlotWordState(word) == kSlotFree) continue;
+    // Claimed or live (or garbage) with nobody holding its lock: its owner is gone, or there
+    // never was one. A claimer takes the lock before it claims, so one being filled in is kept.
+    if (segment_->SlotLockedByOther(i)) continue;
     // Freed only if nobody re-claimed it since it was read (the generation is in the word).
     // (The header's high-water mark is never lowered: another process may be raising it right
     // now, and an upper bound is all the fast path needs.)
@@ -284,6 +318,7 @@ void GpuCoordinator::Release() {
   uint64_t word = slot_word_;
   slot_->state_word.compare_exchange_strong(
       word, SlotWord(SlotWordGeneration(slot_word_), kSlotFree), std::memory_order_acq_rel);
+  segment_->UnlockSlot(slot_index_);
 }
 
 }  // namespace gpuprio::coordinator

@@ -56,8 +56,9 @@ class GpuCoordinator {
   bool AnyPeerHeld() const;
 
   // --- Dispatcher thread. ---
-  // The other processes' levels (skipping slots whose heartbeat is stale: a stopped or wedged
-  // process must not hold the GPU for ever).
+  // The other processes' levels, `now_ns` on CLOCK_MONOTONIC (this process's own clock). A slot
+  // whose heartbeat has not changed for kStaleHeartbeatNs of that clock is skipped: a stopped or
+  // wedged process must not hold the GPU for ever.
   PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor) const;
   // The highest level this process has active, as the dispatcher counts it.
   void SetActive(int priority) { slot_->active_priority.store(priority, std::memory_order_seq_cst); }
@@ -66,8 +67,10 @@ class GpuCoordinator {
   void PublishInFlight(int64_t ops, int64_t estimated_ns);
   void SetHeld(bool held, int64_t now_ns);
   void CountDispatched(uint64_t delay_ns);
-  // Heartbeat; every `interval_ns` at most: reclaims slots whose process is gone, refreshes the
-  // peer list, checks that this process still owns its slot (re-claims one if not).
+  // Heartbeat, every `interval_ns` at most; every kLivenessCheckNs also frees the slots of
+  // processes that are gone (their slot lock is free) and refreshes the peer list. Checks that
+  // the segment is still there and the slot still this process's; if not, coordination ends
+  // with one message.
   void Maintain(int64_t now_ns, int64_t interval_ns);
   // At exit: nothing active, the slot free.
   void Release();
@@ -75,21 +78,30 @@ class GpuCoordinator {
   const DeviceSegment& segment() const { return *segment_; }
   uint32_t slot_index() const { return slot_index_; }
 
-  // A slot whose heartbeat is older than this does not hold others back.
+  // A slot whose heartbeat did not change for this long (on the reader's clock) does not hold
+  // others back.
   static constexpr int64_t kStaleHeartbeatNs = 2'000'000'000;
-  // A slot of another pid namespace (liveness unknown) is reclaimed after this long silent.
-  static constexpr int64_t kAbandonedHeartbeatNs = 30'000'000'000;
+  // How often the slot locks are checked: how long a process that exited or exec'd without
+  // releasing its slot may still count (its heartbeat stops at once, though).
+  static constexpr int64_t kLivenessCheckNs = 100'000'000;
+  // A submit time further ahead of the reader's clock than this is garbage, and ignored.
+  static constexpr int64_t kFutureToleranceNs = 1'000'000'000;
 
  private:
   GpuCoordinator(std::unique_ptr<DeviceSegment> segment, ProcessIdentity self,
                  int default_priority);
-  bool Claim();  // takes a free slot; false if none
-  // Frees the slots of processes that are gone (pid, start time; or silent for long in another
-  // pid namespace).
-  void ReclaimDeadSlots(int64_t now_ns);
+  bool Claim();  // takes a free slot and its lock; false if none
+  // Frees the slots whose lock no process holds (exited, killed, exec'd, or never anyone's).
+  void ReclaimDeadSlots();
   // Recomputes peer_mask_ (any thread; idempotent) if a slot was claimed since the last time.
   void RefreshPeersIfClaimed() const;
+  // The live slots of other processes: state live, lock held.
   void RefreshPeers() const;
+  // Stops coordinating (the slot is no longer this process's to write), with one message.
+  void Abandon(const char* why);
+  // Whether slot i's heartbeat changed within kStaleHeartbeatNs before `now_ns`, as this process
+  // saw it (a slot seen for the first time counts as fresh).
+  bool HeartbeatFresh(uint32_t i, int64_t now_ns) const;
 
   std::unique_ptr<DeviceSegment> segment_;
   const ProcessIdentity self_;
@@ -100,6 +112,11 @@ class GpuCoordinator {
   mutable std::atomic<uint64_t> peer_mask_{0};  // live slots of other processes
   mutable std::atomic<uint32_t> claims_seen_{0};  // header.claims when peer_mask_ was computed
   int64_t last_maintain_ns_ = 0;
+  int64_t last_liveness_check_ns_ = 0;
+  // Per slot, what this process last saw of its heartbeat and when (its own clock) it changed.
+  mutable std::atomic<uint64_t> seen_heartbeat_[kSlotCount] = {};
+  mutable std::atomic<int64_t> heartbeat_changed_ns_[kSlotCount] = {};
+  mutable std::atomic<uint64_t> seen_word_[kSlotCount] = {};  // state word the two above are for
   int64_t held_since_ns_ = -1;
   std::atomic<bool> released_{false};
 };

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,34 +76,6 @@ ProcessIdentity OwnIdentity() {
   }
   id.pid_namespace = PidNamespaceInode();
   return id;
-}
-
-std::optional<uint64_t> StartTimeTicks(uint32_t pid) {
-  if (pid == 0) return std::nullopt;
-  char stat[1024];
-  char state = 0;
-  uint64_t start = 0;
-  if (!ReadStat(pid, stat, sizeof(stat)) || !ParseStat(stat, &state, &start)) return std::nullopt;
-  if (state == 'Z' || state == 'X') return std::nullopt;
-  return start;
-}
-
-Liveness CheckLiveness(const ProcessIdentity& owner, uint64_t own_namespace) {
-  if (owner.pid == 0 || owner.pid > 0x3fffffff) return Liveness::kGone;
-  if (owner.pid_namespace == 0 || owner.pid_namespace != own_namespace) return Liveness::kUnknown;
-  const std::optional<uint64_t> start = StartTimeTicks(owner.pid);
-  if (!start.has_value()) {
-    // /proc may be unreadable (hidepid) while the process lives: kill(pid, 0) says whether the
-    // pid exists at all.
-    if (kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno == ESRCH) return Liveness::kGone;
-    char probe[48];
-    std::snprintf(probe, sizeof(probe), "/proc/%u", owner.pid);
-    struct stat st;
-    if (stat(probe, &st) == 0) return Liveness::kGone;  // readable /proc: a zombie
-    return Liveness::kUnknown;
-  }
-  if (owner.start_time_ticks != 0 && *start != owner.start_time_ticks) return Liveness::kGone;
-  return Liveness::kAlive;
 }
 
 }  // namespace gpuprio::coordinator

@@ -5,6 +5,8 @@
 #ifndef GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_LAYOUT_H_
 #define GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_LAYOUT_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +16,7 @@ namespace gpuprio::coordinator {
 
 // Bumped whenever anything below changes meaning or place. It is also part of the segment's name
 // (segment_name.h), so processes of two gpuprio versions never open each other's segment.
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr char kSegmentMagic[8] = {'g', 'p', 'u', 'p', 'r', 'i', 'o', 'S'};
 inline constexpr uint32_t kReadyWord = 0x52454459;  // "READY": the creator filled the header
 inline constexpr uint32_t kSlotCount = 64;          // processes per GPU
@@ -36,6 +38,12 @@ inline constexpr int kDelayBuckets = 48;
 
 // Slot state word: (generation << 8) | state. The generation changes on every claim, so a
 // process that decided a slot's owner is dead frees it only if nobody claimed it meanwhile.
+//
+// Liveness is not in the segment at all: the owner of slot i holds an open-file-description
+// write lock on byte SlotLockOffset(i) of the segment file, through a descriptor closed on exec.
+// The kernel drops it when the process exits, dies or execs, whatever its pid or time namespace,
+// so a slot whose byte is unlocked has no owner, and nothing a peer writes can make it look
+// alive or dead.
 enum SlotState : uint64_t {
   kSlotFree = 0,
   kSlotClaimed = 1,  // being filled in by its new owner: readers skip it
@@ -45,6 +53,9 @@ inline constexpr uint64_t SlotWord(uint64_t generation, SlotState state) {
   return (generation << 8) | state;
 }
 inline constexpr SlotState SlotWordState(uint64_t word) { return SlotState(word & 0xff); }
+inline constexpr off_t SlotLockOffset(uint32_t slot) {
+  return static_cast<off_t>(kHeaderBytes) + static_cast<off_t>(slot) * kSlotBytes;
+}
 inline constexpr uint64_t SlotWordGeneration(uint64_t word) { return word >> 8; }
 
 struct SegmentHeader {
@@ -67,9 +78,12 @@ struct ProcessSlot {
   std::atomic<uint64_t> state_word;  // SlotWord(generation, SlotState)
   uint32_t pid;
   uint32_t reserved0;
-  uint64_t start_time_ticks;  // field 22 of /proc/<pid>/stat: tells a reused pid apart
-  uint64_t pid_namespace;     // inode of /proc/self/ns/pid: pids are comparable only within one
-  std::atomic<int64_t> heartbeat_ns;  // CLOCK_MONOTONIC; at least once a second while live
+  uint64_t start_time_ticks;  // field 22 of /proc/<pid>/stat (shown by `gpuprio top`)
+  uint64_t pid_namespace;     // inode of /proc/self/ns/pid: pids mean something only within one
+  // Bumped by the owner's dispatcher at least once a second while it runs (every 10 ms while it
+  // has work). A counter, not a time: a reader judges it by whether it changes, on its own clock,
+  // so processes in other time namespaces (or a garbage value) cannot make it look fresh.
+  std::atomic<uint64_t> heartbeat;
   std::atomic<int32_t> default_priority;
   // The highest level with work queued or in flight on this GPU (kNoPriority if none). Raised by
   // a client thread before it issues or queues work, lowered by the dispatcher when that work's
@@ -86,10 +100,12 @@ struct ProcessSlot {
   std::atomic<int64_t> in_flight_estimated_ns;
   std::atomic<uint64_t> held_ns_total;     // time spent holding work back
   std::atomic<uint64_t> delay_histogram[kDelayBuckets];  // dispatched ops' queueing delay
-  // CLOCK_MONOTONIC of the last submission per level (index priority - kLowestPriority), kept at
+  // CLOCK_REALTIME of the last submission per level (index priority - kLowestPriority), kept at
   // 1 ms granularity: a level that submitted within the ceiling window puts lower ones, in every
-  // process, on the in-flight budget.
-  std::atomic<int64_t> level_last_submit_ns[kLevels];
+  // process, on the in-flight budget. The real-time clock, because it is the one clock that time
+  // namespaces (containers) do not shift; a time more than a second ahead of the reader's is
+  // garbage and ignored.
+  std::atomic<int64_t> level_last_submit_unix_ns[kLevels];
   char reserved[kSlotBytes - 144 - 8 * kDelayBuckets - 8 * kLevels];
 };
 

@@ -17,15 +17,6 @@ bool ValidDomain(absl::string_view domain) {
   return domain != "." && domain != "..";
 }
 
-std::string SegmentName(absl::string_view domain, uint32_t uid, int64_t share_gid,
-                        const uint8_t (&uuid)[16]) {
-  std::string hex;
-  for (uint8_t b : uuid) absl::StrAppendFormat(&hex, "%02x", b);
-  const std::string who =
-      share_gid >= 0 ? absl::StrCat("g", share_gid) : absl::StrCat("u", uid);
-  return absl::StrCat("/gpuprio-v", kLayoutVersion, "-", who, "-", domain, "-", hex);
-}
-
 std::string UuidString(const uint8_t (&uuid)[16]) {
   std::string out = "GPU-";
   for (int i = 0; i < 16; ++i) {

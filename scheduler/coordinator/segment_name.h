@@ -1,5 +1,5 @@
-// The name of a GPU's shared-memory segment: which processes meet in it (the same user, or the
-// members of one group, in one domain) and which GPU it is for.
+// What names a GPU's shared-memory segment: the domain (which processes meet in it, with the
+// directory that says whose it is: segment_directory.h) and the GPU's UUID.
 #ifndef GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_NAME_H_
 #define GPUPRIO_SCHEDULER_COORDINATOR_SEGMENT_NAME_H_
 
@@ -14,11 +14,6 @@ inline constexpr absl::string_view kDefaultDomain = "default";
 
 // A domain is 1-64 characters of [A-Za-z0-9_.-] (it becomes part of a file name).
 bool ValidDomain(absl::string_view domain);
-
-// The shm_open name, "/gpuprio-v<layout>-u<uid>-<domain>-<uuid hex>" for a per-user segment, or
-// "...-g<gid>-..." for one shared by a group (share_gid >= 0). `domain` must be valid.
-std::string SegmentName(absl::string_view domain, uint32_t uid, int64_t share_gid,
-                        const uint8_t (&uuid)[16]);
 
 // The GPU's UUID as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string UuidString(const uint8_t (&uuid)[16]);

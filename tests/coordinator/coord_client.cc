@@ -11,7 +11,8 @@
 //       leaves gaps between them. Last, "kernels N confined C" (PrintConfined).
 //   coord_client stream READY_FILE STOP_FILE KERNEL_US
 //       back-to-back sleep kernels of KERNEL_US (a stream sync every 8), creating READY_FILE after
-//       the first sync, until STOP_FILE exists (at most 60 s); prints "issue T" for every
+//       the first sync and writing the time each sync returned (CLOCK_MONOTONIC ns, decimal) over
+//       READY_FILE.progress, until STOP_FILE exists (at most 60 s); prints "issue T" for every
 //       cuLaunchKernel the fake driver received (T: when the call began, from any thread), then
 //       "kernels N confined C" (PrintConfined).
 #include <cuda.h>
@@ -115,13 +116,20 @@ int Stream(char** argv) {
   CUstream s;
   CheckCu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   const int64_t deadline = NowNs() + int64_t{60} * 1'000'000'000;
+  const std::string progress_path = std::string(ready) + ".progress";
+  const int progress = open(progress_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  Check(progress >= 0, "the progress file");
   for (int i = 0; (i < 8 || !Exists(stop)) && NowNs() < deadline; ++i) {
     Launch(f, s, kernel_ns);
     if (i % 8 == 7) {
       CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
+      char text[32];
+      const int n = std::snprintf(text, sizeof(text), "%020lld", static_cast<long long>(NowNs()));
+      Check(pwrite(progress, text, static_cast<size_t>(n), 0) == n, "the progress file");
       if (i == 7) Touch(ready);
     }
   }
+  close(progress);
   CheckCu(cuStreamSynchronize(s), "cuStreamSynchronize");
   const uint64_t calls = fakecuda_call_count();
   for (uint64_t i = 0; i < calls; ++i) {

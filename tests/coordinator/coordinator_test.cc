@@ -1,12 +1,16 @@
-// scheduler/coordinator without a GPU: the segment's creation and checks (mode, owner, size,
-// magic, version, GPU), slots and what peers see of each other, reclaiming the slots of dead
-// processes (exited, zombie, reused pid), stale heartbeats, garbage slots, a full segment.
+// scheduler/coordinator without a GPU: the segment's directory and file (creation, modes, names
+// another user took first), their checks (owner, size, magic, version, GPU), slots and what peers
+// see of each other, liveness by slot locks (exit, zombie, exec, fork, garbage slots), heartbeats
+// judged on the reader's clock, submit times from other clocks, a segment truncated under a
+// process, a full segment.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -20,8 +24,11 @@
 #include "scheduler/coordinator/device_segment.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/coordinator/process_identity.h"
+#include "scheduler/coordinator/segment_directory.h"
 #include "scheduler/coordinator/segment_layout.h"
 #include "scheduler/coordinator/segment_name.h"
+#include "scheduler/coordinator/segment_registry.h"
+#include "tests/test_directory.h"
 
 namespace gpuprio::coordinator {
 namespace {
@@ -30,34 +37,37 @@ constexpr uint8_t kUuid[16] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9
 constexpr uint64_t kWindow = 500'000'000;
 constexpr int kFloor = 0;
 
-// A fresh domain per test case, its segment removed before and after.
+// A private GPUPRIO_SHM_DIR per test case (under the test's temporary directory), removed with
+// everything in it afterwards: nothing is left in /dev/shm or /tmp.
 class TestSegment {
  public:
-  TestSegment() {
-    // Not the pid alone: tests in other pid namespaces may have the same one.
-    static const uint32_t process_tag = std::random_device()();
-    static int counter = 0;
-    options_.domain = absl::StrCat("unit-", getpid(), "-", absl::Hex(process_tag), "-", ++counter);
-    shm_unlink(Name().c_str());
+  TestSegment() : dir_("coordinator") {
+    options_.shm_dir = dir_.path();
+    options_.domain = "unit";
   }
-  ~TestSegment() { shm_unlink(Name().c_str()); }
   const SegmentOptions& options() const { return options_; }
   SegmentOptions& options() { return options_; }
-  std::string Name() const { return SegmentName(options_.domain, geteuid(), -1, kUuid); }
-  std::string Path() const { return absl::StrCat("/dev/shm", Name()); }
+  std::string Directory() const {
+    return absl::StrCat(options_.shm_dir, "/", SegmentDirectoryName(geteuid(), -1));
+  }
+  std::string Path() const {
+    return absl::StrCat(Directory(), "/", SegmentFileName(options_.domain, kUuid));
+  }
 
   std::unique_ptr<GpuCoordinator> Attach(int default_priority = 0) const {
     auto c = GpuCoordinator::Attach(options_, kUuid, default_priority);
+    INFO(c.status().ToString());
     REQUIRE(c.ok());
     return *std::move(c);
   }
   absl::Status AttachStatus() const {
     return GpuCoordinator::Attach(options_, kUuid, 0).status();
   }
-  // Writes `bytes` as the whole segment file (mode 0600 unless given).
+  // Writes `bytes` as the whole segment file (mode 0600 unless given), in its directory.
   void WriteFile(const std::string& bytes, mode_t mode = 0600) const {
-    shm_unlink(Name().c_str());
-    const int fd = shm_open(Name().c_str(), O_RDWR | O_CREAT | O_EXCL, mode);
+    mkdir(Directory().c_str(), 0700);
+    unlink(Path().c_str());
+    const int fd = open(Path().c_str(), O_RDWR | O_CREAT | O_EXCL, mode);
     REQUIRE(fd >= 0);
     REQUIRE(fchmod(fd, mode) == 0);
     REQUIRE(write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
@@ -66,7 +76,7 @@ class TestSegment {
   // The segment a valid attach made, as bytes.
   std::string ValidBytes() const {
     { auto c = Attach(); }
-    const int fd = shm_open(Name().c_str(), O_RDONLY, 0);
+    const int fd = open(Path().c_str(), O_RDONLY);
     REQUIRE(fd >= 0);
     std::string bytes(kSegmentBytes, '\0');
     REQUIRE(read(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
@@ -75,21 +85,69 @@ class TestSegment {
   }
 
  private:
+  gpuprio_test::ScopedDirectory dir_;
   SegmentOptions options_;
 };
 
-TEST_CASE("The segment is created with mode 0600, this user's, at its full size", "[coordinator]") {
+// Kills and reaps the child when it goes, whatever ends the test (a failed REQUIRE included).
+class KilledAtEnd {
+ public:
+  explicit KilledAtEnd(pid_t pid) : pid_(pid) {}
+  ~KilledAtEnd() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  KilledAtEnd(const KilledAtEnd&) = delete;
+  KilledAtEnd& operator=(const KilledAtEnd&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+// Blocks until `pid` has exited, without reaping it (it stays a zombie).
+void WaitUntilZombie(pid_t pid) {
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) == 0);
+}
+
+// A pipe a child writes one byte to once it is ready; the parent waits for it.
+struct ReadyPipe {
+  int fds[2];
+  ReadyPipe() { REQUIRE(pipe(fds) == 0); }
+  ~ReadyPipe() {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  void Signal() const {
+    const char c = 1;
+    (void)!write(fds[1], &c, 1);
+  }
+  void Wait() const {
+    char c;
+    REQUIRE(read(fds[0], &c, 1) == 1);
+  }
+};
+
+TEST_CASE("The segment is created with mode 0600 in a 0700 directory, this user's, at its full size",
+          "[coordinator]") {
   TestSegment t;
-  const mode_t old_umask = umask(0);  // the mode must not depend on the umask
+  const mode_t old_umask = umask(0);  // the modes must not depend on the umask
   auto c = t.Attach();
   umask(old_umask);
   struct stat st;
+  REQUIRE(stat(t.Directory().c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(st.st_uid == geteuid());
   REQUIRE(stat(t.Path().c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0600);
   CHECK(st.st_uid == geteuid());
   CHECK(static_cast<size_t>(st.st_size) == kSegmentBytes);
   CHECK(c->segment().created());
-  CHECK(absl::StrContains(t.Name(), "-deadbeef0102030405060708090a0b0c"));
+  CHECK(c->segment().path() == t.Path());
+  CHECK(absl::EndsWith(t.Path(), "/gpuprio-v2-u" + std::to_string(geteuid()) +
+                                     "/unit-deadbeef0102030405060708090a0b0c"));
   CHECK(UuidString(kUuid) == "GPU-deadbeef-0102-0304-0506-0708090a0b0c");
 }
 
@@ -117,9 +175,12 @@ TEST_CASE("Peers see each other's active level and recent submissions", "[coordi
   seen = low->Peers(now, kWindow, kFloor);
   CHECK(seen.highest_active == kNoPriority);
   CHECK(seen.ceiling == 1);
-  // After the window, nothing.
-  seen = low->Peers(now + 2 * static_cast<int64_t>(kWindow), kWindow, kFloor);
-  CHECK(seen.ceiling == kNoPriority);
+  // Submitted longer ago than the window (submit times are on the real-time clock): nothing.
+  std::atomic<int64_t>& stamp = high->segment()
+                                    .slot(high->slot_index())
+                                    .level_last_submit_unix_ns[1 - kLowestPriority];
+  stamp.store(base::SharedCoarseNowNs() - 2 * static_cast<int64_t>(kWindow));
+  CHECK(low->Peers(now, kWindow, kFloor).ceiling == kNoPriority);
 
   // Released: not a peer any more.
   high->NoteSubmit(5, now);
@@ -127,6 +188,37 @@ TEST_CASE("Peers see each other's active level and recent submissions", "[coordi
   low->Maintain(now, 0);
   CHECK(low->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
   CHECK_FALSE(low->PeersPresent());
+}
+
+TEST_CASE("A submit time from another clock or the future keeps no ceiling up", "[coordinator]") {
+  // Processes in other time namespaces (containers) have other CLOCK_MONOTONIC values; submit
+  // times are real-time, which no namespace shifts, and one far in the future is garbage.
+  TestSegment t;
+  auto high = t.Attach(1);
+  auto low = t.Attach(-1);
+  high->NoteSubmit(1, 0);
+  high->SetActive(kNoPriority);
+  const int64_t now = base::SteadyNowNs();
+  std::atomic<int64_t>& stamp = high->segment()
+                                    .slot(high->slot_index())
+                                    .level_last_submit_unix_ns[1 - kLowestPriority];
+  const int64_t shared_now = base::SharedCoarseNowNs();
+  SECTION("a moment ago") {
+    stamp.store(shared_now - 100'000'000);
+    CHECK(low->Peers(now, kWindow, kFloor).ceiling == 1);
+  }
+  SECTION("5000 s ahead (a monotonic clock of another namespace would be)") {
+    stamp.store(shared_now + 5000'000'000'000);
+    CHECK(low->Peers(now, kWindow, kFloor).ceiling == kNoPriority);
+  }
+  SECTION("the end of time") {
+    stamp.store(INT64_MAX);
+    CHECK(low->Peers(now, kWindow, kFloor).ceiling == kNoPriority);
+  }
+  SECTION("500 s ago") {
+    stamp.store(shared_now - 500'000'000'000);
+    CHECK(low->Peers(now, kWindow, kFloor).ceiling == kNoPriority);
+  }
 }
 
 TEST_CASE("Statistics are published in the slot", "[coordinator]") {
@@ -152,6 +244,9 @@ TEST_CASE("Statistics are published in the slot", "[coordinator]") {
   CHECK(s.default_priority.load() == -1);
   CHECK(s.pid == static_cast<uint32_t>(getpid()));
   CHECK(std::string(s.command).size() > 0);
+  const uint64_t beat = s.heartbeat.load();
+  c->Maintain(base::SteadyNowNs(), 0);
+  CHECK(s.heartbeat.load() == beat + 1);
 }
 
 TEST_CASE("Delay buckets are half octaves of microseconds", "[coordinator]") {
@@ -201,14 +296,12 @@ TEST_CASE("The slot of a process that died is reclaimed, zombie or reaped", "[co
   }
   SECTION("zombie (not reaped yet)") {
     const pid_t pid = ChildThatDiesActive(t);
-    // Wait until it is a zombie without reaping it.
-    for (int i = 0; i < 2000 && StartTimeTicks(pid).has_value(); ++i) usleep(1000);
-    REQUIRE_FALSE(StartTimeTicks(pid).has_value());
+    WaitUntilZombie(pid);
     survivor->Maintain(base::SteadyNowNs(), 0);
     CHECK(survivor->Peers(base::SteadyNowNs(), kWindow, kFloor).highest_active == kNoPriority);
     waitpid(pid, nullptr, 0);
   }
-  const int64_t now = base::SteadyNowNs();
+  const int64_t now = base::SteadyNowNs() + GpuCoordinator::kLivenessCheckNs;
   survivor->Maintain(now, 0);
   CHECK(survivor->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
   CHECK_FALSE(survivor->PeersPresent());
@@ -218,61 +311,162 @@ TEST_CASE("The slot of a process that died is reclaimed, zombie or reaped", "[co
   CHECK(t.AttachStatus().code() == absl::StatusCode::kResourceExhausted);
 }
 
-// Makes slot `index` look like a live slot of `owner`.
+TEST_CASE("exec() releases the slot at once: no ghost of the old image", "[coordinator]") {
+  TestSegment t;
+  auto survivor = t.Attach();
+  ReadyPipe attached;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto c = GpuCoordinator::Attach(t.options(), kUuid, 50);
+    if (!c.ok()) _exit(2);
+    (*c)->NoteSubmit(50, base::SteadyNowNs());  // as with a kernel in flight
+    attached.Signal();
+    // Same pid, same start time, same namespace: only the slot lock tells the new image apart.
+    execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    _exit(3);
+  }
+  const KilledAtEnd stop_child(pid);
+  attached.Wait();
+  // Alive and exec'ing, or exec'd: the old image's slot goes as the exec completes (the kernel
+  // closes its descriptor and unmaps the segment at the end of the exec), while the process
+  // lives on with the same pid and start time.
+  int64_t now = base::SteadyNowNs();
+  for (int i = 0; i < 1000 && survivor->Peers(now, kWindow, kFloor).highest_active == 50; ++i) {
+    usleep(10'000);
+    now = base::SteadyNowNs() + (i + 1) * GpuCoordinator::kLivenessCheckNs;
+    survivor->Maintain(now, 0);
+  }
+  CHECK(survivor->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
+  CHECK_FALSE(survivor->PeersPresent());
+  CHECK(kill(pid, 0) == 0);  // still running (sleep)
+  // 64 attaches after as many execs: every slot is free again.
+  std::vector<std::unique_ptr<GpuCoordinator>> others;
+  for (uint32_t i = 1; i < kSlotCount; ++i) others.push_back(t.Attach());
+  CHECK(others.size() == kSlotCount - 1);
+}
+
+TEST_CASE("A forked child does not keep its parent's slot alive", "[coordinator]") {
+  TestSegment t;
+  auto observer = t.Attach();
+  ReadyPipe grandchild_ready;  // grandchild -> parent: it closed what it inherited
+  ReadyPipe grandchild_pid;    // parent -> test: the grandchild's pid
+  const pid_t parent = fork();
+  REQUIRE(parent >= 0);
+  if (parent == 0) {
+    auto c = GpuCoordinator::Attach(t.options(), kUuid, 40);
+    if (!c.ok()) _exit(2);
+    (*c)->NoteSubmit(40, base::SteadyNowNs());
+    const pid_t child = fork();
+    if (child == 0) {
+      CloseInheritedSegments();  // what the library does in a forked child (scheduler_bridge.cc)
+      grandchild_ready.Signal();
+      alarm(60);  // never outlives a test that failed to stop it
+      for (;;) pause();
+    }
+    grandchild_ready.Wait();
+    (void)!write(grandchild_pid.fds[1], &child, sizeof(child));
+    _exit(0);  // the parent dies holding its slot; only its own descriptor had the lock
+  }
+  pid_t grandchild = 0;
+  REQUIRE(read(grandchild_pid.fds[0], &grandchild, sizeof(grandchild)) == sizeof(grandchild));
+  const KilledAtEnd stop_grandchild(grandchild);
+  waitpid(parent, nullptr, 0);
+  const int64_t now = base::SteadyNowNs() + GpuCoordinator::kLivenessCheckNs;
+  observer->Maintain(now, 0);
+  CHECK(observer->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
+  CHECK_FALSE(observer->PeersPresent());
+}
+
+// Makes slot `index` look like a live slot of `owner` (no process holds its lock).
 void ForgeSlot(const GpuCoordinator& any, uint32_t index, const ProcessIdentity& owner,
-               int active, int64_t heartbeat_ns) {
+               int active, uint64_t heartbeat) {
   ProcessSlot& slot = any.segment().slot(index);
   slot.pid = owner.pid;
   slot.start_time_ticks = owner.start_time_ticks;
   slot.pid_namespace = owner.pid_namespace;
-  slot.heartbeat_ns.store(heartbeat_ns);
+  slot.heartbeat.store(heartbeat);
   slot.active_priority.store(active);
   slot.max_seen_priority.store(active);
+  slot.level_last_submit_unix_ns[active - kLowestPriority].store(INT64_MAX);
   slot.state_word.store(SlotWord(7, kSlotLive));
   any.segment().header().claims.fetch_add(1);
 }
 
-TEST_CASE("A reused pid does not keep a dead process's slot", "[coordinator]") {
+TEST_CASE("A planted slot that no process holds is never trusted, whatever it claims",
+          "[coordinator]") {
   TestSegment t;
   auto c = t.Attach();
   const uint32_t forged = c->slot_index() + 1;
-  ProcessIdentity owner = OwnIdentity();
-  REQUIRE(owner.start_time_ticks != 0);
   const int64_t now = base::SteadyNowNs();
-  SECTION("same pid, same start time: alive") {
-    ForgeSlot(*c, forged, owner, 40, now);
-    c->Maintain(now, 0);
-    CHECK(c->Peers(now, kWindow, kFloor).highest_active == 40);
+  SECTION("pid 1, start time 0, the largest heartbeat, priority 100") {
+    ForgeSlot(*c, forged, ProcessIdentity{1, 0, OwnIdentity().pid_namespace}, 100, UINT64_MAX);
   }
-  SECTION("same pid, another start time: a reused pid, reclaimed") {
-    owner.start_time_ticks += 1;
-    ForgeSlot(*c, forged, owner, 40, now);
-    c->Maintain(now, 0);
-    CHECK(c->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
-    CHECK(SlotWordState(c->segment().slot(forged).state_word.load()) == kSlotFree);
+  SECTION("this very process's identity") {
+    ForgeSlot(*c, forged, OwnIdentity(), 100, 1);
   }
-  SECTION("another pid namespace: kept while its heartbeat is fresh, ignored when stale") {
+  SECTION("another pid namespace") {
+    ProcessIdentity owner = OwnIdentity();
     owner.pid_namespace += 1;
-    ForgeSlot(*c, forged, owner, 40, now);
-    c->Maintain(now, 0);
-    CHECK(c->Peers(now, kWindow, kFloor).highest_active == 40);
-    const int64_t later = now + GpuCoordinator::kStaleHeartbeatNs + 1;
-    CHECK(c->Peers(later, kWindow, kFloor).highest_active == kNoPriority);
-    // Silent for very long: reclaimed.
-    c->Maintain(now + GpuCoordinator::kAbandonedHeartbeatNs + 1, 0);
-    CHECK(SlotWordState(c->segment().slot(forged).state_word.load()) == kSlotFree);
+    ForgeSlot(*c, forged, owner, 100, 1);
   }
+  CHECK(c->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
+  CHECK(c->PeersAllowDirect(0, kWindow, kFloor));
+  c->Maintain(now, 0);
+  CHECK(SlotWordState(c->segment().slot(forged).state_word.load()) == kSlotFree);
+  CHECK_FALSE(c->PeersPresent());
 }
 
-TEST_CASE("A stopped process (stale heartbeat) holds nobody back", "[coordinator]") {
+TEST_CASE("A stopped process (heartbeat no longer changing) holds nobody back", "[coordinator]") {
   TestSegment t;
   auto c = t.Attach();
+  ReadyPipe attached;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto child = GpuCoordinator::Attach(t.options(), kUuid, 60);
+    if (!child.ok()) _exit(2);
+    (*child)->NoteSubmit(60, base::SteadyNowNs());
+    attached.Signal();
+    alarm(60);       // never outlives a test that failed to stop it (once continued)
+    raise(SIGSTOP);  // alive (its lock held), but its dispatcher would beat no more
+    _exit(0);
+  }
+  const KilledAtEnd stop_child(pid);
+  attached.Wait();
   const int64_t now = base::SteadyNowNs();
-  ForgeSlot(*c, c->slot_index() + 1, OwnIdentity(), 60,
-            now - GpuCoordinator::kStaleHeartbeatNs - 1);
   c->Maintain(now, 0);
   CHECK(c->PeersPresent());  // alive, so not reclaimed
-  CHECK(c->Peers(now, kWindow, kFloor).highest_active == kNoPriority);
+  CHECK(c->Peers(now, kWindow, kFloor).highest_active == 60);
+  // Whatever its own clock says (it is not read): this process's clock moved on, the beat did not.
+  const int64_t later = base::SteadyNowNs() + GpuCoordinator::kStaleHeartbeatNs + 1'000'000;
+  CHECK(c->Peers(later, kWindow, kFloor).highest_active == kNoPriority);
+  CHECK(c->PeersPresent());
+}
+
+TEST_CASE("A segment truncated under a process ends its coordination, not the process",
+          "[coordinator]") {
+  TestSegment t;
+  auto victim = t.Attach(1);
+  auto peer = t.Attach(-1);
+  victim->NoteSubmit(1, base::SteadyNowNs());
+  // What a member of the share group can do to the file: shrink it to nothing.
+  REQUIRE(truncate(t.Path().c_str(), 0) == 0);
+  // Every access now faults (SIGBUS); each is survived on private zeros.
+  victim->NoteSubmit(1, base::SteadyNowNs());
+  CHECK(victim->Peers(base::SteadyNowNs(), kWindow, kFloor).highest_active == kNoPriority);
+  CHECK(victim->segment().lost());
+  victim->Maintain(base::SteadyNowNs(), 0);  // says so once, and stops publishing
+  CHECK_FALSE(victim->NoteSubmit(1, base::SteadyNowNs()));
+  // Truncated and grown back: no fault, the slot reads as free: its owner stops writing there.
+  SECTION("grown back") {
+    TestSegment u;
+    auto owner = u.Attach(1);
+    REQUIRE(truncate(u.Path().c_str(), 0) == 0);
+    REQUIRE(truncate(u.Path().c_str(), static_cast<off_t>(kSegmentBytes)) == 0);
+    owner->Maintain(base::SteadyNowNs(), 0);
+    CHECK_FALSE(owner->NoteSubmit(1, base::SteadyNowNs()));
+  }
 }
 
 TEST_CASE("Garbage in the slots is ignored, never trusted", "[coordinator]") {
@@ -354,7 +548,7 @@ TEST_CASE("A segment that is not a valid one of this user is refused with a clea
       struct stat st;
       REQUIRE(stat(t.Path().c_str(), &st) == 0);
       st.st_uid = geteuid() + 1;
-      const absl::Status s = CheckSegmentFile(t.Name(), st, t.options());
+      const absl::Status s = CheckSegmentFile(t.Path(), st, t.options());
       CHECK(absl::StrContains(s.message(), absl::StrCat("belongs to user ", geteuid() + 1)));
     }
   }
@@ -364,13 +558,64 @@ TEST_CASE("A segment that is not a valid one of this user is refused with a clea
     REQUIRE(stat(t.Path().c_str(), &st) == 0);
     SegmentOptions shared = t.options();
     shared.share_gid = st.st_gid;
-    CHECK(CheckSegmentFile(t.Name(), st, shared).ok());
+    CHECK(CheckSegmentFile(t.Path(), st, shared).ok());
     shared.share_gid = st.st_gid + 1;
-    CHECK(absl::StrContains(CheckSegmentFile(t.Name(), st, shared).message(), "belongs to group"));
+    CHECK(absl::StrContains(CheckSegmentFile(t.Path(), st, shared).message(), "belongs to group"));
     shared.share_gid = st.st_gid;
     st.st_mode |= 0004;
-    CHECK(absl::StrContains(CheckSegmentFile(t.Name(), st, shared).message(), "not 0660"));
+    CHECK(absl::StrContains(CheckSegmentFile(t.Path(), st, shared).message(), "not 0660"));
   }
+}
+
+TEST_CASE("A name another user took first does not decide whether this user coordinates",
+          "[coordinator]") {
+  TestSegment t;
+  const std::string taken = t.Directory();
+  SECTION("a file") {
+    const int fd = open(taken.c_str(), O_CREAT | O_WRONLY, 0644);
+    REQUIRE(fd >= 0);
+    close(fd);
+  }
+  SECTION("a symbolic link") { REQUIRE(symlink("/tmp", taken.c_str()) == 0); }
+  SECTION("another user's directory") {
+    REQUIRE(mkdir(taken.c_str(), 0700) == 0);
+    if (chown(taken.c_str(), geteuid() + 1, static_cast<gid_t>(-1)) != 0) {
+      // Not permitted here (not root): the same check on the directory's stat.
+      struct stat st;
+      REQUIRE(stat(taken.c_str(), &st) == 0);
+      st.st_uid = geteuid() + 1;
+      CHECK(absl::StrContains(CheckSegmentDirectory(taken, st, -1).message(),
+                              absl::StrCat("belongs to user ", geteuid() + 1)));
+      chmod(taken.c_str(), 0777);  // what this user can do instead: a directory others can write
+    }
+  }
+  SECTION("this user's, but writable by others") { REQUIRE(mkdir(taken.c_str(), 0777) == 0); }
+  // Every process of this user meets in one other directory, whoever made it first.
+  auto first = t.Attach(1);
+  auto second = t.Attach(-1);
+  CHECK(first->segment().path() == second->segment().path());
+  CHECK(absl::StartsWith(first->segment().path(), taken + "."));
+  first->NoteSubmit(1, base::SteadyNowNs());
+  CHECK(second->Peers(base::SteadyNowNs(), kWindow, kFloor).highest_active == 1);
+  struct stat st;
+  REQUIRE(stat(first->segment().path().c_str(), &st) == 0);
+  CHECK(st.st_uid == geteuid());
+}
+
+TEST_CASE("A shared group's directory is the group's, setgid, with no access for others",
+          "[coordinator]") {
+  TestSegment t;
+  t.options().share_gid = getegid();
+  auto c = t.Attach();
+  const std::string dir =
+      absl::StrCat(t.options().shm_dir, "/", SegmentDirectoryName(geteuid(), getegid()));
+  struct stat st;
+  REQUIRE(stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 02770);
+  CHECK(st.st_gid == getegid());
+  REQUIRE(stat(c->segment().path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0660);
+  CHECK(st.st_gid == getegid());
 }
 
 }  // namespace

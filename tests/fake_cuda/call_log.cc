@@ -81,6 +81,16 @@ CallScope::CallScope(const char* api) {
   }
 }
 
+std::vector<uint8_t> PointerParams(std::initializer_list<uint64_t> values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(uint64_t));
+  size_t offset = 0;
+  for (uint64_t v : values) {
+    std::memcpy(bytes.data() + offset, &v, sizeof(v));
+    offset += sizeof(v);
+  }
+  return bytes;
+}
+
 void CallScope::Enter(const char* api, uint64_t* delay_ns) {
   absl::MutexLock lock(&LogMu());
   Logs& l = GetLogs();

@@ -4,6 +4,7 @@
 #define GPUPRIO_TESTS_FAKE_CUDA_CALL_LOG_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct Stream;
 
 uint64_t NowNs();
 int64_t Gettid();
+
+// `values` as 8-byte words: what an event call (its event handle) or a copy (destination, source,
+// size) logs as its parameter bytes, so a test can tell which event or buffers a call named.
+std::vector<uint8_t> PointerParams(std::initializer_list<uint64_t> values);
 
 // What an exported function fills in while it runs; appended to the log when it returns.
 class CallScope {

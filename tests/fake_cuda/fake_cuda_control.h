@@ -115,7 +115,8 @@ uint64_t fakecuda_call_count(void);
 // Copies record `index` into *out; returns 0, or -1 if index is out of range.
 int fakecuda_get_call(uint64_t index, fakecuda_call_record* out);
 // Copies up to `capacity` parameter bytes of call `index` (kernel parameters as they were at
-// call time, laid out as the kernel's parameter space); returns the full size.
+// call time, laid out as the kernel's parameter space; for event records and waits the event
+// handle, for copies destination, source and size, as 8-byte words); returns the full size.
 uint64_t fakecuda_get_call_params(uint64_t index, void* buffer, uint64_t capacity);
 // Number of logged calls whose api equals `api_name`.
 uint64_t fakecuda_count_calls(const char* api_name);

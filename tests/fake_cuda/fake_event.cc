@@ -16,6 +16,7 @@ CUresult Record(CallScope& call, CUevent h, CUstream hs, bool ptsz, unsigned fla
   Stream* stream = nullptr;
   if (CUresult r = ResolveStream(hs, ptsz, &stream); r != CUDA_SUCCESS) return r;
   call.SetStream(stream);
+  call.SetParams(PointerParams({reinterpret_cast<uintptr_t>(h)}));
   if (stream->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   OpPtr op = MakeOp("event_record", call.order(), nullptr);
   Enqueue(stream, op);

@@ -59,6 +59,7 @@ CUresult Copy(CallScope& call, uintptr_t dst, uintptr_t src, size_t n, CUstream 
   Stream* stream = nullptr;
   if (CUresult r = ResolveStream(h, per_thread, &stream); r != CUDA_SUCCESS) return r;
   call.SetStream(stream);
+  call.SetParams(PointerParams({dst, src, n}));
   if (n == 0) return CUDA_SUCCESS;
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
   if ((dir == Dir::kHtoD || dir == Dir::kDtoD) && !IsDevice(dst, n)) return CUDA_ERROR_INVALID_VALUE;

@@ -106,6 +106,7 @@ CUresult WaitEvent(CallScope& call, CUstream h, bool ptsz, CUevent hevent, unsig
   absl::MutexLock lock(&Mu());
   return WithStream(call, h, ptsz, [&](Stream* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Event* event = Lookup<Event>(hevent, Kind::kEvent);
+    call.SetParams(PointerParams({reinterpret_cast<uintptr_t>(hevent)}));
     if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     if (s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

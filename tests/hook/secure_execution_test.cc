@@ -117,17 +117,22 @@ TEST_CASE("A setuid program ignores GPUPRIO_CUPTI_LIBRARY and GPUPRIO_TRACE, and
   REQUIRE(chown(setuid_probe.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
   REQUIRE(chmod(setuid_probe.c_str(), 04755) == 0);
 
-  const gpuprio_test::Env env = {
+  gpuprio_test::Env env = {
       {"LD_PRELOAD", preload_name},
       {"GPUPRIO_MODE", "schedule"},
-      // Its segments are the test's, removed at its end (one of them made by nobody).
-      gpuprio_test::TestDomainVariable(),
       {"GPUPRIO_TRACE", trace.string()},
       {"GPUPRIO_CUPTI_LIBRARY", marker_library.string()},
       // The instrumented library is preloaded before the sanitizer runtime; LeakSanitizer stops
       // the world with ptrace, which a setuid (non-dumpable) process refuses.
       {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
   };
+  // Its segments are the test's, in a directory removed with the rest (one of them made by
+  // nobody, who cannot reach the test's own temporary directory).
+  const fs::path shm = writable / "shm";
+  fs::create_directory(shm);
+  fs::permissions(shm, fs::perms(01777));
+  env.push_back({"GPUPRIO_DOMAIN", gpuprio_test::TestDomain()});
+  env.push_back({"GPUPRIO_SHM_DIR", shm.string()});
   auto run = [&](const fs::path& binary) {
     auto result = gpuprio_test::RunProcess({binary.string(), libcuda.string(), "schedule"}, env);
     REQUIRE(result.ok());

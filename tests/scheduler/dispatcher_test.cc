@@ -21,6 +21,7 @@
 #include "catch2/catch.hpp"
 #include "scheduler/base/clock.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
+#include "tests/test_directory.h"
 #include "scheduler/coordinator/segment_name.h"
 #include "scheduler/op_pool.h"
 #include "tests/scheduler/scripted_driver.h"
@@ -173,9 +174,9 @@ int AdmittedWhileNothingCompletes(const SchedulerOptions& options,
 TEST_CASE("Work below another process's level keeps the smaller cross-process budget",
           "[dispatcher][coordinator]") {
   static constexpr uint8_t kUuid[16] = {'d', 'i', 's', 'p', 'a', 't', 'c', 'h'};
+  const gpuprio_test::ScopedDirectory shm("dispatcher");  // removed with the segment
   gpuprio::coordinator::SegmentOptions segment;
-  segment.domain = absl::StrCat("dispatcher-", getpid(), "-", absl::Hex(std::random_device()()));
-  const std::string name = gpuprio::coordinator::SegmentName(segment.domain, geteuid(), -1, kUuid);
+  segment.shm_dir = shm.path();
   SchedulerOptions options = Options();
   options.budget_ns = 1'000'000;
   options.peer_budget_ns = 300'000;
@@ -198,7 +199,6 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   options.peer_budget_ns = 5'000'000;
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
   high.reset();
-  shm_unlink(name.c_str());
 }
 
 // Whether g_event_records exceeds `records` within `timeout_ms`.
@@ -217,9 +217,9 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
   // and poll its end, only competes with the server's launches for the driver. The dispatcher
   // adopts a listing (one event record: its completion mark) when woken, or when its poll ends.
   static constexpr uint8_t kUuid[16] = {'w', 'a', 'k', 'e'};
+  const gpuprio_test::ScopedDirectory shm("wake");  // removed with the segment
   gpuprio::coordinator::SegmentOptions segment;
-  segment.domain = absl::StrCat("wake-", getpid(), "-", absl::Hex(std::random_device()()));
-  const std::string name = gpuprio::coordinator::SegmentName(segment.domain, geteuid(), -1, kUuid);
+  segment.shm_dir = shm.path();
   auto high = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, 1);
   auto low = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, -1);
   REQUIRE(high.ok());
@@ -271,7 +271,6 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
   d->Stop(/*bounded=*/true);
   d.reset();
   low->reset();
-  shm_unlink(name.c_str());
 }
 
 TEST_CASE("Work on the budget only for its own level keeps one op behind the one running",

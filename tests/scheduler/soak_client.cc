@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <string>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/append_log.h"
 #include "tests/scheduler/client_support.h"
 
@@ -55,6 +57,12 @@ constexpr int kChurnStreams = 2;
 constexpr uint32_t kChurnAppends = 4;  // per churned stream
 constexpr int kStallSeconds = 10;
 constexpr int kPriorityUnset = -1000;  // GPUPRIO_PRIORITY_UNSET
+
+std::string Hex(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", value);
+  return text;
+}
 
 // What a thread is doing, for the watchdog. `doing` is null while the thread waits for others
 // (the end of a round), which is not a stall of its own.
@@ -85,7 +93,60 @@ struct Work {
   uint64_t failures = 0;
   int64_t max_call_ns = 0;
   const char* max_call = "none";
+  CUevent event = nullptr;
 };
+
+// SOAK_CALL_LOG=1 keeps the fake's call log on (memory grows with the run): a copy that read the
+// wrong value is then explained by the driver calls that made it, in the order the driver got
+// them (the event's records and waits around the producer, the copy itself).
+std::string ExplainCopy(CUevent event, CUdeviceptr src, CUdeviceptr dst, uint32_t value) {
+  using Count = uint64_t (*)();
+  using Get = int (*)(uint64_t, fakecuda_call_record*);
+  using Params = uint64_t (*)(uint64_t, void*, uint64_t);
+  auto count = sched_client::FakeControl<Count>("fakecuda_call_count");
+  auto get = sched_client::FakeControl<Get>("fakecuda_get_call");
+  auto params = sched_client::FakeControl<Params>("fakecuda_get_call_params");
+  if (count == nullptr || get == nullptr || params == nullptr) return "";
+  const uint64_t n = count();
+  if (n == 0) return " (no call log: set SOAK_CALL_LOG=1)";
+  std::string out;
+  uint64_t fill = n;
+  for (uint64_t i = n; i-- > 0;) {
+    fakecuda_call_record r;
+    uint64_t p[3] = {};
+    if (get(i, &r) != 0 || std::strcmp(r.function, "fill_u32") != 0) continue;
+    params(i, p, sizeof(p));
+    if (p[0] == src && static_cast<uint32_t>(p[1]) == value) {
+      fill = i;
+      break;
+    }
+  }
+  if (fill == n) return " (the producer's launch is not in the call log)";
+  auto describe = [&](uint64_t i) {
+    fakecuda_call_record r;
+    get(i, &r);
+    char line[200];
+    std::snprintf(line, sizeof(line), "\n  call %llu %s stream=%llx tid=%lld",
+                  static_cast<unsigned long long>(i), r.api,
+                  static_cast<unsigned long long>(r.stream), static_cast<long long>(r.tid));
+    return std::string(line);
+  };
+  out += "\n driver calls: the producer" + describe(fill);
+  int shown = 0;
+  for (uint64_t i = fill >= 400 ? fill - 400 : 0; i < n && shown < 16; ++i) {
+    fakecuda_call_record r;
+    uint64_t p[3] = {};
+    if (get(i, &r) != 0) continue;
+    const uint64_t size = params(i, p, sizeof(p));
+    const bool names_event = size == 8 && p[0] == reinterpret_cast<uintptr_t>(event);
+    const bool copies = (std::strcmp(r.function, "copy_u32") == 0 && p[0] == dst) ||
+                        (size == 24 && p[0] == dst && p[1] == src);
+    if (!names_event && !copies) continue;
+    out += describe(i);
+    ++shown;
+  }
+  return out;
+}
 
 class Soak {
  public:
@@ -154,7 +215,8 @@ void Soak::Setup() {
   using SetDuration = void (*)(const char*, uint64_t);
   if (auto set_logging = sched_client::FakeControl<SetLogging>("fakecuda_set_call_logging")) {
     fake_ = true;
-    set_logging(0);
+    const char* keep_log = std::getenv("SOAK_CALL_LOG");
+    if (keep_log == nullptr || std::strcmp(keep_log, "1") != 0) set_logging(0);
     auto set_duration = sched_client::FakeControl<SetDuration>("fakecuda_set_kernel_duration_ns");
     Check(set_duration != nullptr, "fakecuda_set_kernel_duration_ns");
     set_duration("append_u32", 0);
@@ -271,6 +333,7 @@ void Soak::Worker(int t) {
   std::mt19937 rng(seed_ * 7919u + static_cast<uint32_t>(t));
   CUevent event;
   CheckCu(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  work_[t].event = event;
   uint64_t last_round = 0;
   for (;;) {
     uint64_t round;
@@ -323,6 +386,8 @@ void Soak::FinishRound(uint32_t round) {
   }
   const std::vector<uint32_t> consumed =
       sched_client::ReadBack(consumed_, size_t{kThreads} * kMaxCopies);
+  const std::vector<uint32_t> produced =
+      sched_client::ReadBack(produced_, size_t{kThreads} * kMaxCopies);
   for (int t = 0; t < kThreads; ++t) {
     const std::vector<uint32_t> launched(kChurnStreams, kChurnAppends);
     const AppendLog::Verdict v = churn_logs_[t].Check(launched, round);
@@ -334,10 +399,19 @@ void Soak::FinishRound(uint32_t round) {
     appends_checked_ += v.entries;
     churn_logs_[t].Clear();
     for (uint32_t slot = 0; slot < work_[t].copies; ++slot) {
-      if (consumed[size_t{static_cast<uint32_t>(t)} * kMaxCopies + slot] !=
-          work_[t].expected_copy[slot]) {
+      const size_t index = size_t{static_cast<uint32_t>(t)} * kMaxCopies + slot;
+      if (consumed[index] != work_[t].expected_copy[slot]) {
+        // The producer's own result tells a copy that did not wait (the fill wrote the value)
+        // from a fill that went wrong (its parameters, say).
+        const bool produced_ok = produced[index] == work_[t].expected_copy[slot];
         Fail(("round " + std::to_string(round) + ", thread " + std::to_string(t) + " copy " +
-              std::to_string(slot) + " ran before the event it waited for")
+              std::to_string(slot) +
+              (produced_ok ? " ran before the event it waited for"
+                           : " read a value its producer did not write") +
+              " (expected " + Hex(work_[t].expected_copy[slot]) + ", produced " +
+              Hex(produced[index]) + ", consumed " + Hex(consumed[index]) + ")" +
+              ExplainCopy(work_[t].event, produced_ + index * 4, consumed_ + index * 4,
+                          work_[t].expected_copy[slot]))
                  .c_str());
       }
     }

@@ -7,6 +7,7 @@
 // gpuprio (the fake keeps memory of its own: each destroyed stream, for one).
 //
 // The test cases are tagged [fake] and [null]; BUILD runs each in its own target.
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -47,6 +48,9 @@ std::map<std::string, long> Soak(const std::string& driver, const std::string& m
     extra.push_back(
         {"LD_LIBRARY_PATH", gpuprio_test::Dirname(Path("tools/bench/null_driver/libcuda.so.1"))});
   }
+  // SOAK_CALL_LOG=1 (bazel test --test_env=SOAK_CALL_LOG=1): a wrong copy is explained by the
+  // driver calls that made it (soak_client.cc).
+  if (const char* log = std::getenv("SOAK_CALL_LOG")) extra.push_back({"SOAK_CALL_LOG", log});
   auto env = gpuprio_test::ClientEnv(mode, std::move(extra));
   REQUIRE(env.ok());
   auto result = gpuprio_test::RunProcess(

@@ -118,11 +118,11 @@ procs_cleanup() {
   live_groups=()
 }
 
-# remove_segments DOMAIN_PREFIX: the coordination segments (/dev/shm/gpuprio-v<layout>-<who>-<domain>-<hex>)
+# remove_segments DOMAIN_PREFIX: the coordination segments (/dev/shm/gpuprio-v<layout>-<who>[.<hex>]/<domain>-<hex>)
 # of this script's own domains. Each run has a domain of its own, so each leaves a segment of ~260 KiB
 # that no later process will open.
 remove_segments() {
-  rm -f /dev/shm/gpuprio-*-"$1"*
+  rm -f /dev/shm/gpuprio-v*/"$1"*
 }
 
 # cleanup_at_exit DOMAIN_PREFIX: whatever ends the script (its end, exit, INT, TERM, HUP), no process

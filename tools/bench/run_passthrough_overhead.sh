@@ -11,12 +11,14 @@ bazel build -c opt //hook:libgpuprio.so //tools/bench:passthrough_overhead >/dev
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
 driver_dir="$bin/tools/bench/null_driver"
 calls="${1:-5000000}"
-# A domain of its own: no segment of another run or program takes part.
+# A domain and segment directory of its own: no segment of another run or program takes part.
 domain="overhead_$$"
+shm="$(mktemp -d /tmp/gpuprio_overhead.XXXXXX)"
+export GPUPRIO_SHM_DIR="$shm"
 peer_pid=""
 cleanup() {
   [[ -n "$peer_pid" ]] && kill "$peer_pid" 2>/dev/null
-  rm -f /dev/shm/gpuprio-*-"$domain"-* 2>/dev/null
+  rm -rf "$shm"
   return 0
 }
 trap cleanup EXIT
@@ -43,7 +45,7 @@ env LD_LIBRARY_PATH="$driver_dir" LD_PRELOAD="$bin/hook/libgpuprio.so" GPUPRIO_D
   GPUPRIO_MODE=schedule GPUPRIO_PRIORITY=low "$bin/tools/bench/passthrough_overhead" 1 600 &
 peer_pid=$!
 for _ in $(seq 1 100); do
-  [[ -n "$(ls /dev/shm/gpuprio-*-"$domain"-* 2>/dev/null)" ]] && break
+  [[ -n "$(ls "$shm"/gpuprio-v*/"$domain"-* 2>/dev/null)" ]] && break
   sleep 0.05
 done
 sleep 0.2
