@@ -1,5 +1,7 @@
 #include "hook/config.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <string>
 #include <tuple>
@@ -160,6 +162,32 @@ TEST_CASE("A bad value is echoed with control characters escaped", "[hook]") {
   CHECK(absl::StartsWith(message,
                          "GPUPRIO_MODE=\"fast\\n\\x1b[31mred\\\\ \\\"quoted\\\"\" is not valid"));
   for (char c : message) CHECK(static_cast<unsigned char>(c) >= 0x20);
+}
+
+TEST_CASE("A share group must be one this user is in; the segment directory must be absolute",
+          "[hook]") {
+  const std::string own_gid = std::to_string(getegid());
+  auto parsed = ParseFrom({{"GPUPRIO_SHARE_GROUP", own_gid}});
+  CHECK(parsed.problems.empty());
+  CHECK(parsed.config.share_gid == static_cast<int64_t>(getegid()));
+  CHECK(parsed.config.coordinate);
+  // (gid_t)-1 is "no change" to chown: no file can be given it, so no process could share it.
+  parsed = ParseFrom({{"GPUPRIO_SHARE_GROUP", "4294967295"}});
+  CHECK(absl::StrContains(OnlyProblem(parsed), "a group this user is a member of"));
+  CHECK_FALSE(parsed.config.coordinate);
+  CHECK(parsed.config.share_gid == -1);
+  // A group this process is not in (the highest gid below (gid_t)-1 is none of ours in a test).
+  if (getegid() != 4294967294u) {
+    parsed = ParseFrom({{"GPUPRIO_SHARE_GROUP", "4294967294"}});
+    CHECK_FALSE(parsed.config.coordinate);
+  }
+  parsed = ParseFrom({{"GPUPRIO_SHM_DIR", "/run/gpuprio"}});
+  CHECK(parsed.problems.empty());
+  CHECK(parsed.config.shm_dir == "/run/gpuprio");
+  CHECK(ParseFrom({}).config.shm_dir == "/dev/shm");
+  parsed = ParseFrom({{"GPUPRIO_SHM_DIR", "shm"}});
+  CHECK(absl::StrContains(OnlyProblem(parsed), "an absolute directory path"));
+  CHECK_FALSE(parsed.config.coordinate);
 }
 
 }  // namespace
