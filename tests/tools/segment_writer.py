@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """Writes gpuprio shared-memory segment files for tests of `gpuprio top`; standard library only.
 
-The layout is scheduler/coordinator/segment_layout.h's (layout version 1): a 4096-byte
+The layout is scheduler/coordinator/segment_layout.h's (layout version 2): a 4096-byte
 SegmentHeader, then 64 ProcessSlots of 4096 bytes, little-endian. The offsets are written out
 here again rather than taken from tools/cli/gpuprio, so a slip in one copy shows as a test
 failure instead of agreeing with itself; both were measured with offsetof on that header.
+
+Where the library keeps them (segment_directory.h): in GPUPRIO_SHM_DIR, a directory per owner,
+directory_name() (gpuprio-v2-u<uid>, mode 0700, or gpuprio-v2-g<gid>, 02770), and in it one file
+per segment, segment_name() (<domain>-<uuid>). This module writes files only: the caller makes
+the directories. Nor does it hold the slots' locks (the owner of slot i holds a write lock on
+byte lock_offset(i) of the file, which is what makes the slot live): the caller takes them.
 
 As a module:
 
@@ -12,6 +18,8 @@ As a module:
             "slots": [{"index": 0, "pid": os.getpid(), "command": "train",
                        "default_priority": -1, "ops_dispatched": 10,
                        "histogram": {"3": 90, "10": 9}}]}
+    directory = os.path.join(shm_dir, directory_name())
+    os.mkdir(directory, 0o700)
     write_segment(os.path.join(directory, segment_name(spec["uuid"])), spec)
 
 From the command line (SPEC is the same JSON, or @FILE holding it):
@@ -25,14 +33,14 @@ Spec keys, all optional:
                 device_uuid (hex; default: uuid)
   slots         a list of slots, each {"index", ...}: state (default 2, live), generation
                 (default 1), pid, start_time_ticks and pid_namespace (default: those of the pid's
-                process as /proc shows them here, 0 if it does not exist), heartbeat_ns (default:
-                now, CLOCK_MONOTONIC), default_priority, active_priority, max_seen_priority, held,
+                process as /proc shows them here, 0 if it does not exist), heartbeat (the counter,
+                default 1), default_priority, active_priority, max_seen_priority, held,
                 command (a string, or command_hex for raw bytes), ops_dispatched, ops_direct,
                 queued_ops, queued_estimated_ns, in_flight_ops, in_flight_estimated_ns,
                 held_ns_total, histogram ({"bucket": count}) and raw_fields ({"offset": [struct
                 format, value]}) to write anything anywhere in the slot
   random_bytes  a seed: the whole file is random bytes from it (the size of a segment)
-  truncate_to   cut the file to this many bytes after writing it
+  truncate_to   set the file's size to this many bytes after writing it (larger: sparse)
   mode          the file's permission bits as an octal string (default "0600")
 """
 
@@ -41,9 +49,8 @@ import os
 import random
 import struct
 import sys
-import time
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 MAGIC = b"gpuprioS"
 READY_WORD = 0x52454459
 HEADER_BYTES = 4096
@@ -72,7 +79,7 @@ SLOT = {
     "pid": (8, "<I"),
     "start_time_ticks": (16, "<Q"),
     "pid_namespace": (24, "<Q"),
-    "heartbeat_ns": (32, "<q"),
+    "heartbeat": (32, "<Q"),
     "default_priority": (40, "<i"),
     "active_priority": (44, "<i"),
     "max_seen_priority": (48, "<i"),
@@ -87,13 +94,23 @@ SLOT = {
     "held_ns_total": (136, "<Q"),
 }
 HISTOGRAM_OFFSET = 144  # ProcessSlot::delay_histogram, DELAY_BUCKETS uint64 counts
-LEVEL_LAST_SUBMIT_OFFSET = 528  # ProcessSlot::level_last_submit_ns, 201 int64 (not written)
+LEVEL_LAST_SUBMIT_OFFSET = 528  # ProcessSlot::level_last_submit_unix_ns, 201 int64 (not written)
 
 
-def segment_name(uuid_hex, domain="default", uid=None, gid=None):
-    """gpuprio-v1-u<uid>-<domain>-<uuid> (this user's by default), or g<gid> for a group's."""
+def directory_name(uid=None, gid=None):
+    """gpuprio-v2-u<uid> (this user's by default), or gpuprio-v2-g<gid> for a group's."""
     owner = f"g{gid}" if gid is not None else f"u{os.getuid() if uid is None else uid}"
-    return f"gpuprio-v{LAYOUT_VERSION}-{owner}-{domain}-{uuid_hex}"
+    return f"gpuprio-v{LAYOUT_VERSION}-{owner}"
+
+
+def segment_name(uuid_hex, domain="default"):
+    """<domain>-<uuid>: a segment's file name in its directory."""
+    return f"{domain}-{uuid_hex}"
+
+
+def lock_offset(index):
+    """The byte of the segment file whose write lock slot `index`'s owner holds."""
+    return HEADER_BYTES + index * SLOT_BYTES
 
 
 def process_start_time(pid):
@@ -118,8 +135,7 @@ def pack_slot(buffer, spec):
         "pid": pid,
         "start_time_ticks": spec.get("start_time_ticks", process_start_time(pid)),
         "pid_namespace": spec.get("pid_namespace", own_pid_namespace()),
-        "heartbeat_ns": spec.get("heartbeat_ns",
-                                 time.clock_gettime_ns(time.CLOCK_MONOTONIC)),
+        "heartbeat": spec.get("heartbeat", 1),
         "default_priority": spec.get("default_priority", 0),
         "active_priority": spec.get("active_priority", NO_PRIORITY),
         "max_seen_priority": spec.get("max_seen_priority", NO_PRIORITY),
@@ -173,13 +189,16 @@ def write_segment(path, spec):
     """Writes the segment at `path`: into a temporary file renamed onto it, so a reader never
     sees it half written."""
     data = segment_bytes(spec)
-    if "truncate_to" in spec:
-        data = data[:int(spec["truncate_to"])]
     directory, name = os.path.split(path)
-    temporary = os.path.join(directory, f".tmp{os.getpid()}-{name}")  # no "gpuprio-" prefix
+    # "~" is in no segment name: a reader never takes the temporary file for a segment.
+    temporary = os.path.join(directory, f"{name}~{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if "truncate_to" in spec:
+            os.ftruncate(fd, int(spec["truncate_to"]))
         os.fchmod(fd, int(spec.get("mode", "0600"), 8))
     finally:
         os.close(fd)
