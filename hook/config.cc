@@ -121,7 +121,7 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   config.max_queued = static_cast<uint64_t>(max_queued);
   int64_t max_hold_ms = static_cast<int64_t>(config.max_hold_ns / 1'000'000);
   env.ReadInteger("GPUPRIO_MAX_HOLD_MS", "an integer number of milliseconds",
-                  "using the default (0: no bound)", &max_hold_ms);
+                  "using the default (100)", &max_hold_ms);
   config.max_hold_ns = static_cast<uint64_t>(max_hold_ms) * 1'000'000;
   int64_t host_yield_us = static_cast<int64_t>(config.host_yield_ns / 1000);
   env.ReadInteger("GPUPRIO_HOST_YIELD_US", "an integer number of microseconds",

@@ -36,7 +36,7 @@ struct Config {
   scheduler::Isolation isolation = scheduler::Isolation::kActive;
   int reserved_sms = 16;             // GPUPRIO_RESERVED_SMS: 0..1024; 0 turns isolation off
   uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
-  uint64_t max_hold_ns = 0;          // GPUPRIO_MAX_HOLD_MS: 0..3600000, 0 no bound
+  uint64_t max_hold_ns = 100'000'000;  // GPUPRIO_MAX_HOLD_MS: 0..3600000, 0 no bound
   uint64_t host_yield_ns = 2'000'000;  // GPUPRIO_HOST_YIELD_US: 0..1000000 us, 0 off
   // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
   // queued work is abandoned.

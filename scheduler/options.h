@@ -111,11 +111,10 @@ struct SchedulerOptions {
   // GPUPRIO_MAX_HOLD_MS: no op is held back for more important work (rule 1) longer than this
   // after the policy first held it; then the budget alone admits it. Lower work always
   // progresses, whatever keeps the higher levels busy: a collective kernel that another rank's
-  // kernel spins on (NCCL) delays that rank by at most this much, never for good.
-  // 0: no bound (the default for now: with a bound, a soak test under TSan saw an event wait
-  // issued before its record; docs/decisions/2026-11-27-bounded-holds.md).
-  uint64_t max_hold_ns = 0;
-  coordinator::SegmentOptions segment;  // GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
+  // kernel spins on (NCCL) delays that rank by at most this much, never for good; and no other
+  // process can hold this one's work for longer, whatever it publishes. 0: no bound.
+  uint64_t max_hold_ns = 100'000'000;
+  coordinator::SegmentOptions segment;  // GPUPRIO_SHM_DIR, GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP
 };
 
 }  // namespace gpuprio::scheduler

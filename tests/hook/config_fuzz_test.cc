@@ -261,7 +261,7 @@ TEST_CASE("The configuration readers survive 100,000 random environments", "[con
     CheckInteger(env, parsed.problems, "GPUPRIO_MAX_QUEUED", 2, 1'000'000,
                  static_cast<int64_t>(c.max_queued), 1024);
     CheckInteger(env, parsed.problems, "GPUPRIO_MAX_HOLD_MS", 0, 3'600'000,
-                 static_cast<int64_t>(c.max_hold_ns / 1'000'000), 0);
+                 static_cast<int64_t>(c.max_hold_ns / 1'000'000), 100);
     CheckInteger(env, parsed.problems, "GPUPRIO_EXIT_TIMEOUT_MS", 1, 86'400'000,
                  static_cast<int64_t>(c.exit_timeout_ns / 1'000'000), 30000);
     CheckInteger(env, traced.problems, "GPUPRIO_TRACE_MAX_MB", 1, 1 << 20,

@@ -175,7 +175,7 @@ TEST_CASE("A low-priority collective rank is not held until a busy device goes i
                       "schedule",
                       {{"GPUPRIO_ISOLATION", "off"}, {"GPUPRIO_DIRECT_ISSUE", "0"}}});
   for (Variant variant : variants) {
-    // The bound is opt-in (GPUPRIO_MAX_HOLD_MS, default 0): a multi-GPU job sets it.
+    // The bound (GPUPRIO_MAX_HOLD_MS, 100 ms by default) is what lets the collective finish.
     variant.env.push_back({"GPUPRIO_MAX_HOLD_MS", "100"});
     DYNAMIC_SECTION(variant.name) {
       const gpuprio_test::ProcessResult r = RunScenario("collective", variant);
