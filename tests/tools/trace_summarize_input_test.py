@@ -13,18 +13,35 @@ this file's tree, or $GPUPRIO_CLI_UNDER_TEST (to check these tests against anoth
 
 import gzip
 import json
+import math
 import os
+import resource
 import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # not realpath: keep the runfiles tree
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CLI = os.environ.get("GPUPRIO_CLI_UNDER_TEST") or os.path.join(ROOT, "tools", "cli", "gpuprio")
 ERROR_PREFIX = "gpuprio trace: error: "
 GPU_PID = 1000000
+MIB = 1 << 20
+MAX_INPUT_MB = 2048  # the CLI's default --max-input-mb (tools/cli/README.md)
+# What one summarize run on hostile input may take: it holds a window of a few MiB of the text.
+# Before the input was bounded, a 2 MB gzip file of spaces took 4.2 GB.
+PEAK_RSS_BOUND = 300 * MIB
+# The address space of the child in run_measured: a CLI that reads the file whole stops at this
+# with MemoryError instead of taking the test machine's memory.
+ADDRESS_SPACE_LIMIT = 1 << 30
+# Generous: CI is a loaded 2-core machine, and reading 2 GiB of decompressed spaces takes ~10 s
+# on an idle one.
+SLOW_RUN_S = 240
 
 
 def base_trace():
@@ -65,6 +82,56 @@ def torch_profiler_trace():
                  "dur": 2, "args": {"External id": 1, "correlation": 9}}]}
 
 
+def gzip_with_spaces(prefix, spaces_mib):
+    """A gzip file (bytes) of prefix then spaces_mib MiB of spaces, about 1 KiB per MiB. One
+    compressed MiB is repeated: compressing gigabytes would take the test many seconds."""
+    block = b" " * MIB
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    # A full flush ends the deflate blocks byte-aligned with nothing after them referring back
+    # past them, so each copy of `spaces` stands alone.
+    head = compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)
+    spaces = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = zlib.crc32(prefix)
+    for _ in range(spaces_mib):
+        crc = zlib.crc32(block, crc)
+    size = len(prefix) + spaces_mib * MIB
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + head + spaces * spaces_mib
+            + b"\x03\x00"  # an empty final block
+            + struct.pack("<II", crc, size & 0xffffffff))
+
+
+def many_ops_trace(ops, kernel_names=("gemm",)):
+    """A gpuprio trace of `ops` deferred ops (client, queue, dispatch, kernel each), op k at
+    priority k % 3 - 1, queued k % 1000 / 8 us, its kernel named kernel_names[k % len] running
+    1.5 us starting 2 us after issue."""
+    events = []
+    for k in range(1, ops + 1):
+        priority, t = k % 3 - 1, 100.0 * k
+        events += [
+            {"ph": "X", "cat": "client", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": t,
+             "dur": 1.0, "args": {"op_id": k, "priority": priority, "api": "cuLaunchKernel",
+                                  "on_caller": False}},
+            {"ph": "b", "cat": "queue", "name": f"queued p={priority}", "id": k, "pid": 1,
+             "tid": 2, "ts": t, "args": {"op_id": k, "priority": priority,
+                                         "delay_us": k % 1000 / 8}},
+            {"ph": "X", "cat": "dispatch", "name": "cuLaunchKernel", "pid": 1, "tid": 3,
+             "ts": t + 10, "dur": 1.0, "args": {"op_id": k, "priority": priority}},
+            {"ph": "X", "cat": "kernel", "name": kernel_names[k % len(kernel_names)],
+             "pid": GPU_PID, "tid": 7, "ts": t + 12, "dur": 1.5,
+             "args": {"op_id": k, "priority": priority}}]
+    return {"traceEvents": events, "displayTimeUnit": "ns", "baseTimeNanoseconds": 1000,
+            "otherData": {"gpuprio": {"version": 2, "pid": 1, "dropped_records": 0,
+                                      "ops": ops}}}
+
+
+def nearest_rank(sorted_values, p):
+    return sorted_values[max(1, math.ceil(p / 100 * len(sorted_values))) - 1]
+
+
+def limit_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+
+
 def strict_json(text):
     def reject(constant):
         raise ValueError(f"{constant} is not JSON")
@@ -74,7 +141,9 @@ def strict_json(text):
 class SummarizeTestCase(unittest.TestCase):
 
     def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
+        # Bazel's per-test directory when there is one, so that nothing is left in /tmp even if
+        # the cleanup never runs.
+        self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR"))
         self.addCleanup(self.dir.cleanup)
 
     def write(self, data, name="trace.json"):
@@ -122,6 +191,47 @@ class SummarizeTestCase(unittest.TestCase):
         rc, table, err = self.summarize(path)
         self.assertEqual((rc, err), (0, ""), table)
         return summary, table
+
+    def run_measured(self, path, *flags, timeout=SLOW_RUN_S):
+        """summarize as summarize() runs it, but with its address space limited to
+        ADDRESS_SPACE_LIMIT: (exit code, stdout, stderr, peak RSS in bytes). Still running
+        after `timeout` seconds fails the test."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+        argv = [sys.executable, "-I", "-S", "-B", CLI, "trace", "summarize", path, *flags]
+        # Files, not pipes: nothing to drain while waiting, and wait4 gives this child's own
+        # peak RSS (RUSAGE_CHILDREN would be the largest of every child so far).
+        with tempfile.TemporaryFile(dir=self.dir.name) as out, \
+                tempfile.TemporaryFile(dir=self.dir.name) as err:
+            child = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                                     preexec_fn=limit_address_space)
+            deadline = time.monotonic() + timeout
+            while True:
+                pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    child.kill()
+                    _, status, _ = os.wait4(child.pid, 0)
+                    child.returncode = os.waitstatus_to_exitcode(status)
+                    self.fail(f"summarize {path!r} {' '.join(flags)} still ran after {timeout} s")
+                time.sleep(0.05)
+            child.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            return (child.returncode, out.read().decode("utf-8", "replace"),
+                    err.read().decode("utf-8", "replace"), usage.ru_maxrss * 1024)
+
+    def assert_one_error_line(self, rc, out, err, path, *expected):
+        context = f"stdout {out[:300]!r}; stderr {err[-1500:]!r}"
+        self.assertNotIn("Traceback", err, context)
+        self.assertEqual(rc, 2, context)
+        self.assertEqual(out, "", context)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, context)
+        self.assertTrue(lines[0].startswith(ERROR_PREFIX), context)
+        self.assertIn(repr(path), lines[0], context)
+        for text in expected:
+            self.assertIn(text, lines[0], context)
 
 
 DELETE = object()
@@ -503,6 +613,197 @@ class WrongTypesAndMissingFields(SummarizeTestCase):
         trace = base_trace()
         trace["otherData"]["gpuprio"]["dropped_records"] = "7"
         self.assert_rejected(trace, "otherData.gpuprio.dropped_records is a string '7'")
+
+
+class NotRegularFiles(SummarizeTestCase):
+    """FILE is read only if it is a regular file: a FIFO blocked the open until a writer came,
+    and /dev/zero was read without end (~135 MB/s more memory)."""
+
+    def test_dev_zero_is_refused_at_once(self):
+        rc, out, err, peak = self.run_measured("/dev/zero", timeout=60)
+        self.assert_one_error_line(rc, out, err, "/dev/zero", "is a character device",
+                                   "not a regular file")
+        self.assertLess(peak, PEAK_RSS_BOUND)
+
+    def test_fifo_is_refused_without_waiting_for_a_writer(self):
+        path = os.path.join(self.dir.name, "trace.fifo")
+        os.mkfifo(path)
+        self.addCleanup(os.unlink, path)
+        for flags in ((), ("--json",)):
+            rc, out, err, _ = self.run_measured(path, *flags, timeout=60)
+            self.assert_one_error_line(rc, out, err, path, "is a pipe or FIFO",
+                                       "not a regular file", "save the trace to a file")
+
+    def test_socket_is_refused(self):
+        path = os.path.join(self.dir.name, "trace.sock")
+        os.mknod(path, stat.S_IFSOCK | 0o600)  # bind() would limit the path to 107 bytes
+        self.addCleanup(os.unlink, path)
+        self.assert_rejected(None, "is a socket, not a regular file", path=path)
+
+    def test_symbolic_link_to_a_trace_is_read(self):
+        target = self.write(base_trace())
+        path = os.path.join(self.dir.name, "link.json")
+        os.symlink(target, path)
+        rc, out, err = self.summarize(path, "--json")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(strict_json(out)["ops"], 2)
+
+
+class BoundedInput(SummarizeTestCase):
+    """The trace is read as a stream, never whole: at most --max-input-mb of JSON (after
+    decompressing), about --max-memory-mb kept, one value at most 1 MiB of JSON text."""
+
+    def test_gzip_bomb_is_refused_in_bounded_memory(self):
+        # 2 MB of gzip that expands to more than the default bound, all spaces (a gzip file of
+        # 2 GiB of spaces took 4.2 GB and 22 s).
+        path = self.write(gzip_with_spaces(b"", MAX_INPUT_MB + 1), "bomb.json.gz")
+        self.assertLess(os.path.getsize(path), 4 * MIB)
+        rc, out, err, peak = self.run_measured(path)
+        self.assert_one_error_line(rc, out, err, path, f"more than {MAX_INPUT_MB} MiB of JSON "
+                                   "once decompressed", "--max-input-mb")
+        self.assertLess(peak, PEAK_RSS_BOUND)
+
+    def test_trace_padded_with_spaces_is_summarized_in_bounded_memory(self):
+        # 400 MiB of whitespace after the trace: valid JSON, read through in a small window.
+        data = gzip_with_spaces(json.dumps(base_trace()).encode(), 400)
+        path = self.write(data, "padded.json.gz")
+        rc, out, err, peak = self.run_measured(path, "--json")
+        self.assertEqual((rc, err), (0, ""), out)
+        self.assertEqual(strict_json(out)["ops"], 2)
+        self.assertLess(peak, PEAK_RSS_BOUND)
+
+    def test_max_input_mb_bounds_plain_and_gzipped_traces(self):
+        text = json.dumps(many_ops_trace(6000)).encode()
+        below = len(text) // MIB  # in MiB, the bound the trace is just over
+        self.assertGreaterEqual(below, 2)
+        for name, data, where in (("plain.json", text, ""),
+                                  ("packed.json.gz", gzip.compress(text), " once decompressed")):
+            with self.subTest(name=name):
+                path = self.write(data, name)
+                rc, out, err = self.summarize(path, "--max-input-mb", str(below))
+                self.assert_one_error_line(rc, out, err, path,
+                                           f"more than {below} MiB of JSON{where}",
+                                           "--max-input-mb")
+                for bound in (str(below + 1), "0"):
+                    rc, out, err = self.summarize(path, "--json", "--max-input-mb", bound)
+                    self.assertEqual((rc, err), (0, ""), bound)
+                    self.assertEqual(strict_json(out)["ops"], 6000)
+
+    def test_max_memory_mb_bounds_what_is_kept(self):
+        path = self.write(many_ops_trace(6000))
+        rc, out, err = self.summarize(path, "--max-memory-mb", "1")
+        self.assert_one_error_line(rc, out, err, path, "--max-memory-mb", "ops")
+        for flags in ((), ("--max-memory-mb", "0")):
+            rc, out, err = self.summarize(path, "--json", *flags)
+            self.assertEqual((rc, err), (0, ""), flags)
+            self.assertEqual(strict_json(out)["ops"], 6000)
+
+    def test_negative_bounds_are_refused(self):
+        path = self.write(base_trace())
+        for option in ("--max-input-mb", "--max-memory-mb"):
+            rc, out, err = self.summarize(path, option, "-1")
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(err, f"{ERROR_PREFIX}{option} must be 0 (no limit) or more, not -1\n")
+
+    def test_event_longer_than_the_bound_is_refused(self):
+        self.assert_rejected(with_event(3, name="k" * (2 * MIB)),
+                             "traceEvents[3] is more than 1 MiB of JSON text")
+
+    def test_long_event_within_the_bound_is_read(self):
+        # Just under the bound, and across the file's first MiB: read whole all the same.
+        name = "k" * (MIB - 2048)
+        text = json.dumps(with_event(3, name=name)).replace("[", "[" + " " * 2000, 1)
+        start = text.index(name)
+        self.assertLess(start, MIB)
+        self.assertGreater(start + len(name), MIB)
+        summary, _ = self.assert_summarized(text)
+        self.assertEqual(summary["top_kernels"][0]["name"], name)
+
+
+class StreamedInput(SummarizeTestCase):
+    """A trace read in pieces summarizes, and fails, as if it were read whole: values, multi-byte
+    characters and numbers cut by a read, positions of errors far into the file."""
+
+    NAMES = ("gemm<\u00e9\u20ac\U0001d11e>", "relu")  # 2-, 3- and 4-byte UTF-8
+    CUT_EVERY = 64 * 1024
+
+    def trace_text(self, ops):
+        """many_ops_trace(ops) as indented JSON (so errors have lines and columns), every "dur"
+        written in exponent form (1.5e0) and moved by whitespace so that each 64 KiB boundary
+        of the file falls after the first character of one: a reader whose reads are a power
+        of two from 64 KiB up gets numbers cut at every read."""
+        trace = many_ops_trace(ops, self.NAMES)
+        events = trace.pop("traceEvents")
+        text = '{"traceEvents": [\n'
+        parts, size, cuts = [text], len(text), 0
+        for index, event in enumerate(events):
+            text = ("" if index == 0 else ",\n") + json.dumps(event, indent=1,
+                                                               ensure_ascii=False)
+            key = text.find('"dur": ')
+            if key >= 0:
+                number = key + len('"dur": ')
+                end = text.index(",", number)
+                text = text[:number] + text[number:end] + "e0" + text[end:]
+                start = size + len(text[:number].encode())  # in bytes, as the file is read
+                boundary = (start // self.CUT_EVERY + 1) * self.CUT_EVERY
+                if boundary - start - 1 < 2048:  # the next "dur" is closer than that
+                    text = text[:number] + " " * (boundary - start - 1) + text[number:]
+                    cuts += 1
+            parts.append(text)
+            size += len(text.encode())
+        parts.append("\n], " + json.dumps(trace, indent=1)[1:])
+        self.assertGreaterEqual(cuts, size // self.CUT_EVERY)
+        return "".join(parts)
+
+    def test_summary_of_a_trace_read_in_pieces(self):
+        ops = 12000
+        text = self.trace_text(ops)
+        self.assertGreater(len(text.encode()), 6 * MIB)
+        self.assertEqual(json.loads(text)["traceEvents"][3]["dur"], 1.5)
+        for name, data in (("indented.json", text.encode()),
+                           ("indented.json.gz", gzip.compress(text.encode(), 1))):
+            with self.subTest(name=name):
+                summary, table = self.assert_summarized(data, name)
+                self.assertEqual(summary["ops"], ops)
+                self.assertEqual(summary["kernels"], ops)
+                self.assertEqual(summary["kernels_linked_to_client"], ops)
+                self.assertEqual(summary["launches_missing_kernel"]["count"], 0)
+                kernels = {k["name"]: k for k in summary["top_kernels"]}
+                self.assertEqual(set(kernels), set(self.NAMES))
+                for k in kernels.values():
+                    self.assertEqual(k["count"], ops // 2)
+                    self.assertEqual(k["total_us"], 1.5 * ops // 2)
+                    self.assertIn(k["name"], table)
+                self.assertEqual([level["priority"] for level in summary["priorities"]],
+                                 [1, 0, -1])
+                for level in summary["priorities"]:
+                    delays = sorted(k % 1000 / 8 for k in range(1, ops + 1)
+                                    if k % 3 - 1 == level["priority"])
+                    self.assertEqual(level["queue_delay_us"],
+                                     {"count": len(delays), "p50": nearest_rank(delays, 50),
+                                      "p99": nearest_rank(delays, 99), "max": delays[-1]})
+                    self.assertEqual(level["issue_to_start_us"],
+                                     {"count": len(delays), "p50": 2.0, "p99": 2.0, "max": 2.0})
+
+    def test_json_error_far_into_the_file_is_where_json_loads_says(self):
+        text = self.trace_text(12000)
+        cut = text.index('"cat": "dispatch"', len(text) * 3 // 4)
+        broken = text[:cut] + '"cat" "dispatch"' + text[cut + len('"cat": "dispatch"'):]
+        with self.assertRaises(json.JSONDecodeError) as loads:
+            json.loads(broken)
+        self.assertGreater(loads.exception.lineno, 1000)
+        for name, data in (("broken.json", broken.encode()),
+                           ("broken.json.gz", gzip.compress(broken.encode(), 1))):
+            with self.subTest(name=name):
+                self.assert_rejected(data, f"is not valid JSON: {loads.exception}", name=name)
+
+    def test_utf8_error_far_into_the_file_names_its_offset(self):
+        data = self.trace_text(12000).encode()
+        at = data.index(b"relu", len(data) * 3 // 4)
+        data = data[:at] + b"\xff" + data[at + 1:]
+        self.assert_rejected(data, f"is not UTF-8 text: byte 0xff at offset {at}")
+        self.assert_rejected(gzip.compress(data, 1), "is not UTF-8 text: byte 0xff at offset "
+                             f"{at} of the decompressed data", name="t.json.gz")
 
 
 class FuzzFindings(SummarizeTestCase):
