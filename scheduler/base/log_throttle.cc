@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace gpuprio {
 namespace {
@@ -64,13 +65,64 @@ void LogThrottle::Register() {
                                               std::memory_order_relaxed));
 }
 
+void LogThrottle::KeepSample(absl::FunctionRef<int(char*, size_t)> format) {
+  int expected = kNoSample;
+  if (!sample_state_.compare_exchange_strong(expected, kWritingSample,
+                                             std::memory_order_relaxed)) {
+    return;
+  }
+  const int n = format(sample_, sizeof(sample_));
+  size_t size = n > 0 ? std::min(static_cast<size_t>(n), kSampleBytes) : 0;
+  if (n > 0 && static_cast<size_t>(n) > kSampleBytes) {
+    // Cut: end with "...", and never inside a UTF-8 character (whose half would be escaped as
+    // bytes): if the first byte cut continues a character, that character's first byte and the
+    // rest of it go too.
+    size = kSampleBytes - 3;
+    while (size > 0 && (static_cast<unsigned char>(sample_[size]) & 0xc0) == 0x80) --size;
+    std::memcpy(sample_ + size, "...", 3);
+    size += 3;
+  }
+  sample_size_ = size;
+  sample_state_.store(kSampleKept, std::memory_order_release);
+}
+
+absl::string_view LogThrottle::Quoted(char* buffer, size_t size) const {
+  if (sample_state_.load(std::memory_order_acquire) == kSampleKept) {
+    return {sample_, sample_size_};
+  }
+  // No message written yet (a throttle with no burst, or the first still being formatted): the
+  // format, each conversion ("%-8.3lld") shown as "...", "%%" as "%".
+  size_t n = 0;
+  const auto put = [&](absl::string_view text) {
+    const size_t take = std::min(text.size(), size - n);
+    std::memcpy(buffer + n, text.data(), take);
+    n += take;
+  };
+  for (const char* p = site_; *p != '\0';) {
+    if (*p != '%') {
+      put(absl::string_view(p++, 1));
+    } else if (p[1] == '%') {
+      put("%");
+      p += 2;
+    } else {
+      ++p;
+      while (*p != '\0' && std::strchr("-+ #0123456789.*hlLqjzt", *p) != nullptr) ++p;
+      if (*p != '\0') ++p;  // the conversion's letter
+      put("...");
+    }
+  }
+  return {buffer, n};
+}
+
 void LogSuppressedCounts() {
   for (LogThrottle* t = g_throttles.load(std::memory_order_acquire); t != nullptr;
        t = t->next_registered_) {
     const uint64_t count = t->suppressed_.exchange(0, std::memory_order_relaxed);
     if (count == 0) continue;
+    char buffer[LogThrottle::kSampleBytes];
     Logf(static_cast<LogLevel>(t->last_level_.load(std::memory_order_relaxed)),
-         "%d more messages like \"%s\" were suppressed", count, Escaped(t->site_));
+         "%d more %s like \"%s\" %s suppressed", count, count == 1 ? "message" : "messages",
+         Escaped(t->Quoted(buffer, sizeof(buffer))), count == 1 ? "was" : "were");
   }
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "catch2/catch.hpp"
 #include "tests/allocation_counter.h"
@@ -81,11 +83,13 @@ TEST_CASE("2000 failures make the burst's lines and one count at exit", "[loggin
   LogSuppressedCounts();
   const std::string text = capture.Text();
   INFO(text);
-  CHECK(CountLines(text, "cuLaunchKernel on stream") == 5);
+  CHECK(CountLines(text, "gpuprio: cuLaunchKernel on stream") == 5);
   CHECK(CountLines(text, "further messages like this one: at most one line per 3600 s") == 1);
-  CHECK(CountLines(text,
-                   "1995 more messages like \"%s on stream %p failed with CUDA error %d\" "
-                   "were suppressed") == 1);
+  // The count names the message as it read, not by its format string.
+  CHECK(CountLines(text, absl::StrFormat("1995 more messages like \"cuLaunchKernel on stream %p "
+                                         "failed with CUDA error 700\" were suppressed",
+                                         static_cast<void*>(nullptr))) == 1);
+  CHECK_FALSE(absl::StrContains(text, "%s"));
   CHECK(throttle.unreported() == 0);
   // Reported once: a second call has nothing left to say about this site.
   gpuprio_test::StderrCapture again;
@@ -105,6 +109,55 @@ TEST_CASE("A suppressed message is neither formatted nor allocated", "[logging]"
   CHECK(throttle.unreported() == 1000);
 }
 
+TEST_CASE("The exit count quotes the first message written, escaped and cut short",
+          "[logging]") {
+  SECTION("a long first message is cut at a character, never inside one") {
+    static LogThrottle throttle("long %s", /*burst=*/1, kHour);
+    std::string argument;
+    for (int i = 0; i < 200; ++i) absl::StrAppend(&argument, "\xe6\x97\xa5");  // 3 bytes each
+    gpuprio_test::StderrCapture capture;
+    for (int i = 0; i < 3; ++i) throttle.Logf(LogLevel::kError, "long %s", argument);
+    LogSuppressedCounts();
+    const std::string text = capture.Text();
+    INFO(text);
+    const size_t at = text.find("2 more messages like \"long \xe6\x97\xa5");
+    REQUIRE(at != std::string::npos);
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    CHECK(absl::EndsWith(line, "\xe6\x97\xa5...\" were suppressed"));
+    CHECK(line.size() < 300);
+  }
+  SECTION("what the message carried is escaped like any value") {
+    static LogThrottle throttle("value %s", /*burst=*/1, kHour);
+    gpuprio_test::StderrCapture capture;
+    for (int i = 0; i < 2; ++i) throttle.Logf(LogLevel::kError, "value %s", "\"\xe2\x80\xae\n");
+    LogSuppressedCounts();
+    CHECK(CountLines(capture.Text(),
+                     "1 more message like \"value \\\"\\u{202e}\\n\" was suppressed") == 1);
+  }
+  SECTION("none written yet: the format, its conversions shown as ...") {
+    static LogThrottle throttle("%s on stream %p failed %5.2f%% (%lld)", /*burst=*/0, kHour);
+    gpuprio_test::StderrCapture capture;
+    for (int i = 0; i < 4; ++i) {
+      throttle.Logf(LogLevel::kError, "%s on stream %p failed %5.2f%% (%lld)", "x",
+                    static_cast<void*>(nullptr), 1.5, 7LL);
+    }
+    LogSuppressedCounts();
+    CHECK(CountLines(capture.Text(), "4 more messages like \"... on stream ... failed ...% (...)\" "
+                                     "were suppressed") == 1);
+  }
+}
+
+TEST_CASE("A throttled message that is written costs no heap either", "[logging]") {
+  static LogThrottle throttle("written %s %d", /*burst=*/2, kHour);
+  const std::string argument(5000, 'w');
+  gpuprio_test::StderrCapture capture;
+  gpuprio_test::AllocationCounter allocations;
+  throttle.Logf(LogLevel::kError, "written %s %d", argument, 1);  // the first: also kept
+  throttle.Logf(LogLevel::kError, "written %s %d", argument, 2);
+  CHECK(allocations.count() == 0);
+  CHECK(CountLines(capture.Text(), "written www") == 2);
+}
+
 TEST_CASE("GPUPRIO_LOG_THROTTLED keeps one throttle per call site", "[logging]") {
   gpuprio_test::StderrCapture capture;
   for (int i = 0; i < 12; ++i) {
@@ -116,7 +169,7 @@ TEST_CASE("GPUPRIO_LOG_THROTTLED keeps one throttle per call site", "[logging]")
   INFO(text);
   CHECK(CountLines(text, "site one failed") == LogThrottle::kDefaultBurst + 1);  // + the count
   CHECK(CountLines(text, "site two failed") == LogThrottle::kDefaultBurst + 1);
-  CHECK(CountLines(text, "2 more messages like \"site one failed %d\" were suppressed") == 1);
+  CHECK(CountLines(text, "2 more messages like \"site one failed 0\" were suppressed") == 1);
   CHECK(CountLines(text, "2 more messages like \"site two failed\" were suppressed") == 1);
 }
 
