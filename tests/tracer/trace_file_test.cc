@@ -101,6 +101,63 @@ TEST_CASE("A trace path that is not a regular file is refused and left as it was
   }
 }
 
+TEST_CASE("A symbolic link anywhere in a trace path is refused, not followed", "[tracer]") {
+  // GPUPRIO_TRACE comes from the environment and the process writing it may be privileged: a
+  // directory link someone else can plant (in /tmp, in a shared directory) would send the trace,
+  // and its rename over an existing file, anywhere the link points.
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
+  const std::string elsewhere = dir + "/elsewhere";
+  REQUIRE(mkdir(elsewhere.c_str(), 0700) == 0);
+  REQUIRE(mkdir((elsewhere + "/sub").c_str(), 0700) == 0);
+  WriteText(elsewhere + "/trace.json", "kept", 0644);
+  WriteText(elsewhere + "/sub/trace.json", "kept", 0644);
+  REQUIRE(symlink(elsewhere.c_str(), (dir + "/link").c_str()) == 0);
+  const TraceInput input = gpuprio_test::Scenario();
+
+  for (const std::string& path : {dir + "/link/trace.json", dir + "/link/sub/trace.json",
+                                  dir + "/link/new.json", dir + "/./link/../link/trace.json"}) {
+    INFO(path);
+    const absl::Status check = CheckTraceFileTarget(path);
+    CHECK_FALSE(check.ok());
+    CHECK(Mentions(check, "/link is a symbolic link"));
+    CHECK(Mentions(check, elsewhere));  // says where it points, so the user can give that
+    const absl::Status status = WriteChromeTrace(input, path);
+    CHECK_FALSE(status.ok());
+    CHECK(Mentions(status, "is a symbolic link"));
+  }
+  CHECK(Contents(elsewhere + "/trace.json") == "kept");
+  CHECK(Contents(elsewhere + "/sub/trace.json") == "kept");
+  CHECK(gpuprio_test::DirectoryEntries(elsewhere) == std::vector<std::string>{"sub", "trace.json"});
+  // The same directories named without the link are fine.
+  CHECK(WriteChromeTrace(input, elsewhere + "/sub/trace.json").ok());
+  CHECK(WriteChromeTrace(input, dir + "/./elsewhere//sub/../trace.json").ok());
+  CHECK(Contents(elsewhere + "/trace.json") == ChromeTraceJson(input));
+}
+
+TEST_CASE("A directory swapped for a link while the trace is written does not redirect it",
+          "[tracer]") {
+  // The directory is opened once, when the write starts; the temporary is created and renamed
+  // inside that directory, whatever its name leads to by then.
+  const std::string dir = gpuprio_test::FreshDirectory("trace_file");
+  const std::string out = dir + "/out";
+  const std::string elsewhere = dir + "/elsewhere";
+  REQUIRE(mkdir(out.c_str(), 0700) == 0);
+  REQUIRE(mkdir(elsewhere.c_str(), 0700) == 0);
+  WriteText(elsewhere + "/trace.json", "kept", 0644);
+  const absl::Status status = WriteFileReplacing(out + "/trace.json", [&](std::FILE* file) {
+    std::fputs("{}", file);
+    if (rename(out.c_str(), (dir + "/moved").c_str()) != 0 ||
+        symlink(elsewhere.c_str(), out.c_str()) != 0) {
+      return absl::InternalError("could not swap the directory");
+    }
+    return absl::OkStatus();
+  });
+  REQUIRE(status.ok());
+  CHECK(Contents(elsewhere + "/trace.json") == "kept");
+  CHECK(gpuprio_test::DirectoryEntries(elsewhere) == std::vector<std::string>{"trace.json"});
+  CHECK(Contents(dir + "/moved/trace.json") == "{}");
+}
+
 TEST_CASE("An existing trace file keeps its mode; a new one gets 0644 minus the umask",
           "[tracer]") {
   const std::string dir = gpuprio_test::FreshDirectory("trace_file");
