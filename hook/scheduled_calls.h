@@ -174,7 +174,8 @@ struct NoExtraSteps {
   void BeforeCallerRun(scheduler::Scheduler*, bool /*inline_run*/) {}
   // The call's op is about to be queued, and was.
   void BeforeSubmit(scheduler::Scheduler*, scheduler::Op*) {}
-  void AfterSubmit(scheduler::Scheduler*, scheduler::StreamState*) {}
+  // `position`: the op's place in its stream (Scheduler::Submit).
+  void AfterSubmit(scheduler::Scheduler*, scheduler::StreamState*, uint64_t /*position*/) {}
 };
 
 // The pipeline of every deferrable stream call, written once: on a stream gpuprio does not queue
@@ -195,8 +196,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline CUresult ScheduleStreamCallAt(
     if (deferral.error != CUDA_SUCCESS) return deferral.error;
     if (deferral.op != nullptr) {
       steps.BeforeSubmit(s, deferral.op);
-      s->Submit(deferral.op);
-      steps.AfterSubmit(s, stream);
+      const uint64_t position = s->Submit(deferral.op);
+      steps.AfterSubmit(s, stream, position);
       return CUDA_SUCCESS;
     }
   }

@@ -83,13 +83,14 @@ void Dispatcher::Stop(bool bounded) {
   thread_.join();
 }
 
-void Dispatcher::Submit(Op* op) {
+uint64_t Dispatcher::Submit(Op* op) {
   StreamState* s = op->stream;
   // Counted before it is visible anywhere else: a fast-path check that sees the op queued (or
   // the stream's count raised) also sees its level's unissued count raised.
   levels_->At(op->priority).ops_unissued.fetch_add(1, std::memory_order_seq_cst);
   queued_.fetch_add(1, std::memory_order_seq_cst);
   const uint64_t submitted = s->submitted.fetch_add(1, std::memory_order_seq_cst) + 1;
+  op->stream_index = submitted;
   levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
   levels_->NoteSubmit(op->priority, op->submit_ns);
   // Other processes see the level active before the op can be issued (the dispatcher withdraws
@@ -110,6 +111,7 @@ void Dispatcher::Submit(Op* op) {
     // Not while the dispatcher stops (exit, capture): it may issue nothing until restarted.
     WaitIssued(s, target, /*unless_stopping=*/true);
   }
+  return submitted;
 }
 
 void Dispatcher::Wake() {
