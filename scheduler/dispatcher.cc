@@ -600,6 +600,11 @@ Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
   return blocker;
 }
 
+namespace {
+// More links than queues can exist only in a loop: a bound, and a report if it is reached.
+constexpr int kMaxChainHops = 1024;
+}  // namespace
+
 bool Dispatcher::IssueNext() {
   confined_wait_until_ns_ = 0;
   if (active_.empty()) return false;
@@ -631,11 +636,20 @@ bool Dispatcher::IssueNext() {
     if (skipped.empty()) held_priority_ = best_priority;
     StreamQueue* q = best;
     bool inherited = best_priority > best->pending.front()->priority;
-    for (int hops = 0; hops < 1024; ++hops) {
+    int hops = 0;
+    for (; hops < kMaxChainHops; ++hops) {
       StreamQueue* blocker = PickBlocker(q, q->pending.front());
       if (blocker == nullptr) break;
       q = blocker;
       inherited = true;
+    }
+    if (hops == kMaxChainHops) {
+      // Cannot happen (every link goes to an older op); if it did, what is issued next may break
+      // an order the program relies on, and that must not pass unnoticed.
+      GPUPRIO_LOG_THROTTLED(LogLevel::kError,
+                            "device %d: the chain of work that must be issued first loops (%d "
+                            "hops); please report this",
+                            device_, kMaxChainHops);
     }
     const Op& end = *q->pending.front();
     if (WaitsForOtherDevice(end) && AskOtherDevice(end, best_priority)) {
