@@ -174,8 +174,7 @@ struct NoExtraSteps {
   void BeforeCallerRun(scheduler::Scheduler*, bool /*inline_run*/) {}
   // The call's op is about to be queued, and was.
   void BeforeSubmit(scheduler::Scheduler*, scheduler::Op*) {}
-  // `position`: the op's place in its stream (Scheduler::Submit).
-  void AfterSubmit(scheduler::Scheduler*, scheduler::StreamState*, uint64_t /*position*/) {}
+  void AfterSubmit(scheduler::Scheduler*, scheduler::StreamState*) {}
 };
 
 // The pipeline of every deferrable stream call, written once: on a stream gpuprio does not queue
@@ -196,8 +195,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline CUresult ScheduleStreamCallAt(
     if (deferral.error != CUDA_SUCCESS) return deferral.error;
     if (deferral.op != nullptr) {
       steps.BeforeSubmit(s, deferral.op);
-      const uint64_t position = s->Submit(deferral.op);
-      steps.AfterSubmit(s, stream, position);
+      s->Submit(deferral.op);
+      steps.AfterSubmit(s, stream);
       return CUDA_SUCCESS;
     }
   }

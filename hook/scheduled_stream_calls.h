@@ -20,9 +20,9 @@ struct EventRecordSteps : NoExtraSteps {
   scheduler::Scheduler::EventState* event;
   bool MayPassQueuedWork() const { return false; }
   // Recorded now: a later wait follows no queue.
-  void BeforeCallerRun(scheduler::Scheduler* s, bool) { s->EndRecord(event, nullptr, 0); }
-  void AfterSubmit(scheduler::Scheduler* s, scheduler::StreamState* stream, uint64_t position) {
-    s->EndRecord(event, stream, position);
+  void BeforeCallerRun(scheduler::Scheduler* s, bool) { s->EndRecord(event, nullptr); }
+  void AfterSubmit(scheduler::Scheduler* s, scheduler::StreamState* stream) {
+    s->EndRecord(event, stream);
   }
 };
 

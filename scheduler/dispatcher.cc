@@ -83,7 +83,7 @@ void Dispatcher::Stop(bool bounded) {
   thread_.join();
 }
 
-uint64_t Dispatcher::Submit(Op* op) {
+void Dispatcher::Submit(Op* op) {
   StreamState* s = op->stream;
   // Counted before it is visible anywhere else: a fast-path check that sees the op queued (or
   // the stream's count raised) also sees its level's unissued count raised.
@@ -111,7 +111,6 @@ uint64_t Dispatcher::Submit(Op* op) {
     // Not while the dispatcher stops (exit, capture): it may issue nothing until restarted.
     WaitIssued(s, target, /*unless_stopping=*/true);
   }
-  return submitted;
 }
 
 void Dispatcher::Wake() {
@@ -574,11 +573,18 @@ uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
 
 Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
   // An event wait issues only after the ops that were submitted to the recording stream before
-  // the wait (conservative: the record is among them).
+  // the wait (conservative: the record is among them). Only ops queued before the wait count:
+  // the record was, and the stream's queue is in queueing order, so an unissued record is at or
+  // behind an older head. A newer head means the record is issued, and the ops still counted
+  // were queued by other threads after the wait (counted first, queued later): following them
+  // would add no order the program asked for, and could make the chain loop.
   if (head->depends_on != nullptr &&
       head->depends_on->issued.load(std::memory_order_acquire) < head->depends_on_count) {
     auto it = queues_.find(head->depends_on);
-    if (it != queues_.end() && !it->second.pending.empty()) return &it->second;
+    if (it != queues_.end() && !it->second.pending.empty() &&
+        it->second.pending.front()->seq < head->seq) {
+      return &it->second;
+    }
   }
   // Legacy NULL-stream semantics are kept by issue order: legacy-stream work and blocking-stream
   // work of one context are issued in submission order relative to each other.
@@ -610,8 +616,8 @@ bool Dispatcher::IssueNext() {
   if (active_.empty()) return false;
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
-  // chain is acyclic because every link goes to a smaller sequence number or to a stream the
-  // head waits for. Two things end a chain without ending the round, and the next most important
+  // chain is acyclic because every link goes to an older head (a smaller sequence number; an
+  // event wait's link too, PickBlocker). Two things end a chain without ending the round, and the next most important
   // head is tried: an event wait whose record another device's dispatcher has not issued yet
   // (that dispatcher is asked to issue it first: a wait never blocks its own device's other
   // streams), and confined work whose twin holds all it may hold (room on one twin says nothing

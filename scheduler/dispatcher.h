@@ -102,9 +102,8 @@ class Dispatcher {
 
   // Client: counts the op on its stream and hands it to the dispatcher. Lock-free; wakes a
   // parked dispatcher. Blocks only when the stream has more than max_queued_per_stream unissued
-  // ops (backpressure), until half of them are issued. Returns the op's position in its stream
-  // (Op::stream_index: the stream's issued count reaches it once the op is issued).
-  uint64_t Submit(Op* op);
+  // ops (backpressure), until half of them are issued.
+  void Submit(Op* op);
 
   // Client, fast path: true when nothing submitted to this dispatcher is still unissued, so an op
   // issued now by its own thread is ordered after everything submitted before it.

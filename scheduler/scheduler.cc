@@ -203,7 +203,7 @@ StreamState* Scheduler::ResolveSlow(CUcontext context, CUstream stream, bool leg
   return raw;
 }
 
-uint64_t Scheduler::Submit(Op* op) {
+void Scheduler::Submit(Op* op) {
   if (op->submit_ns == 0) op->submit_ns = SteadyNowNs();
   if (observer_ != nullptr) observer_->OnSubmit(*op);
   const int priority = op->priority;
@@ -213,10 +213,8 @@ uint64_t Scheduler::Submit(Op* op) {
     op->launch_counter->fetch_add(1, std::memory_order_acq_rel);
   }
   HostYield::NoteOwnLaunch(priority);
-  // `op` belongs to the dispatcher from here on.
-  const uint64_t position = op->stream->dispatcher->Submit(op);
+  op->stream->dispatcher->Submit(op);  // `op` belongs to the dispatcher from here on
   host_yield_.AfterQueued(priority, submit_ns);
-  return position;
 }
 
 bool Scheduler::MayIssueDirect(const StreamState* stream, int priority, bool may_pass_queued) {
@@ -419,8 +417,12 @@ Scheduler::EventState* Scheduler::BeginRecord(CUevent event) {
   return state;
 }
 
-void Scheduler::EndRecord(EventState* event, StreamState* stream, uint64_t position) {
-  event->record_position.store(stream != nullptr ? position : 0, std::memory_order_relaxed);
+void Scheduler::EndRecord(EventState* event, StreamState* stream) {
+  // Read after the record was queued: other threads' ops on the stream may be counted too, which
+  // only makes a wait follow a little more of the stream.
+  event->record_position.store(
+      stream != nullptr ? stream->submitted.load(std::memory_order_acquire) : 0,
+      std::memory_order_relaxed);
   event->queued_record.store(stream, std::memory_order_release);
 }
 

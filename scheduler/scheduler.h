@@ -59,9 +59,8 @@ class Scheduler {
   // Thread setting, else the stream's, else the process default.
   int EffectivePriority(const StreamState* stream) const;
 
-  // Takes ownership of `op` (from OpPool::ForThisThread()) and queues it on its stream. Returns
-  // its position in the stream (Op::stream_index).
-  uint64_t Submit(Op* op);
+  // Takes ownership of `op` (from OpPool::ForThisThread()) and queues it on its stream.
+  void Submit(Op* op);
 
   // The fast path. True when the dispatcher would issue an op of `priority` on `stream` at once
   // anyway — nothing submitted to its device is unissued, or (`may_pass_queued`) only less
@@ -117,9 +116,8 @@ class Scheduler {
    private:
     friend class Scheduler;
     std::atomic<StreamState*> queued_record{nullptr};
-    // The record's own position in its stream (Op::stream_index): a wait follows the ops up to it
-    // and no further. (Exact: were it any later op's, a wait could be made to follow work queued
-    // after the record, and the dispatcher's chain of what must go first could loop.)
+    // The record's position in its stream (StreamState::submitted once it was queued): a wait
+    // follows the ops up to it, not those queued on the stream after it.
     std::atomic<uint64_t> record_position{0};
     std::atomic<int> queued_waits{0};
   };
@@ -128,9 +126,8 @@ class Scheduler {
   void ForgetEvent(CUevent event);
   // Before recording `event`: its state, once the waits queued on its previous record issued.
   EventState* BeginRecord(CUevent event);
-  // The record was issued now by its caller (null `stream`), or queued on `stream` at `position`
-  // (what Submit returned).
-  void EndRecord(EventState* event, StreamState* stream, uint64_t position);
+  // The record was issued now by its caller (null `stream`), or queued on `stream`.
+  void EndRecord(EventState* event, StreamState* stream);
   // For a wait on the event: the stream whose queued ops up to the record it must follow, or
   // null when the record is issued (or there was none).
   StreamState* RecordToFollow(const EventState* event) const;

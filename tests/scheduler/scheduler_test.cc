@@ -191,12 +191,9 @@ TEST_CASE("A wait on an event follows its queued record, which inherits the wait
   Submit(s, high, 1, 0);
   for (int i = 0; i < 4; ++i) Submit(s, low, -1, i);
   Scheduler::EventState* state = s.BeginRecord(event);
-  const uint64_t record = s.Submit(TaggedOp(low, -1, 4));  // the record
-  // Queued after the record (by another thread, before the recording thread ends its record):
-  // the wait must not pull it forward. A wait that followed more than the record could also make
-  // the dispatcher's chain of what must go first loop, and issue a wait before its record.
-  Submit(s, low, -1, 5);
-  s.EndRecord(state, low, record);
+  Submit(s, low, -1, 4);  // the record
+  s.EndRecord(state, low);
+  Submit(s, low, -1, 5);  // after the record: the wait must not pull it forward
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(low->HasUnissued());
   StreamState* recorder = s.RecordToFollow(state);
@@ -225,7 +222,7 @@ TEST_CASE("A wait on an event follows its queued record, which inherits the wait
   // A later record issued by its caller leaves nothing to follow.
   s.WaitAll();
   CHECK(s.RecordToFollow(state) == nullptr);
-  s.EndRecord(s.BeginRecord(event), nullptr, 0);
+  s.EndRecord(s.BeginRecord(event), nullptr);
   CHECK(s.RecordToFollow(state) == nullptr);
 }
 
