@@ -311,21 +311,31 @@ TEST_CASE("The slot of a process that died is reclaimed, zombie or reaped", "[co
   CHECK(t.AttachStatus().code() == absl::StatusCode::kResourceExhausted);
 }
 
+// A child that attaches, publishes `priority` active (as with a kernel in flight), signals
+// `attached`, then runs `then` while still attached (`then` must not return normally).
+template <typename Then>
+pid_t ForkActiveChild(const TestSegment& t, int priority, const ReadyPipe& attached, Then then) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto c = GpuCoordinator::Attach(t.options(), kUuid, priority);
+    if (!c.ok()) _exit(2);
+    (*c)->NoteSubmit(priority, base::SteadyNowNs());
+    attached.Signal();
+    then();
+    _exit(3);
+  }
+  return pid;
+}
+
 TEST_CASE("exec() releases the slot at once: no ghost of the old image", "[coordinator]") {
   TestSegment t;
   auto survivor = t.Attach();
   ReadyPipe attached;
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    auto c = GpuCoordinator::Attach(t.options(), kUuid, 50);
-    if (!c.ok()) _exit(2);
-    (*c)->NoteSubmit(50, base::SteadyNowNs());  // as with a kernel in flight
-    attached.Signal();
+  const pid_t pid = ForkActiveChild(t, 50, attached, [] {
     // Same pid, same start time, same namespace: only the slot lock tells the new image apart.
     execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
-    _exit(3);
-  }
+  });
   const KilledAtEnd stop_child(pid);
   attached.Wait();
   // Alive and exec'ing, or exec'd: the old image's slot goes as the exec completes (the kernel
@@ -421,17 +431,10 @@ TEST_CASE("A stopped process (heartbeat no longer changing) holds nobody back", 
   TestSegment t;
   auto c = t.Attach();
   ReadyPipe attached;
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    auto child = GpuCoordinator::Attach(t.options(), kUuid, 60);
-    if (!child.ok()) _exit(2);
-    (*child)->NoteSubmit(60, base::SteadyNowNs());
-    attached.Signal();
+  const pid_t pid = ForkActiveChild(t, 60, attached, [] {
     alarm(60);       // never outlives a test that failed to stop it (once continued)
     raise(SIGSTOP);  // alive (its lock held), but its dispatcher would beat no more
-    _exit(0);
-  }
+  });
   const KilledAtEnd stop_child(pid);
   attached.Wait();
   const int64_t now = base::SteadyNowNs();

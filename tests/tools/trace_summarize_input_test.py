@@ -169,17 +169,8 @@ class SummarizeTestCase(unittest.TestCase):
         path = path or self.write(data, name)
         for flags in ((), ("--json",)):
             rc, out, err = self.summarize(path, *flags)
-            context = f"flags {flags}; stdout {out[:300]!r}; stderr {err[-1500:]!r}"
-            self.assertNotIn("Traceback", err, context)
-            self.assertEqual(rc, 2, context)
-            self.assertEqual(out, "", context)
-            lines = err.splitlines()
-            self.assertEqual(len(lines), 1, context)
-            self.assertTrue(lines[0].startswith(ERROR_PREFIX), context)
-            self.assertIn(repr(path), lines[0], context)
-            for text in expected:
-                self.assertIn(text, lines[0], context)
-        return lines[0]
+            line = self.assert_one_error_line(rc, out, err, path, *expected, flags=flags)
+        return line
 
     def assert_summarized(self, data, name="trace.json"):
         """data is summarised: exit 0 with and without --json, the JSON strict. Returns
@@ -221,8 +212,10 @@ class SummarizeTestCase(unittest.TestCase):
             return (child.returncode, out.read().decode("utf-8", "replace"),
                     err.read().decode("utf-8", "replace"), usage.ru_maxrss * 1024)
 
-    def assert_one_error_line(self, rc, out, err, path, *expected):
-        context = f"stdout {out[:300]!r}; stderr {err[-1500:]!r}"
+    def assert_one_error_line(self, rc, out, err, path, *expected, flags=()):
+        """One run's outcome is a refusal: exit 2, nothing on stdout, one error line naming the
+        file and containing each of `expected`. Returns that line."""
+        context = f"flags {flags}; stdout {out[:300]!r}; stderr {err[-1500:]!r}"
         self.assertNotIn("Traceback", err, context)
         self.assertEqual(rc, 2, context)
         self.assertEqual(out, "", context)
@@ -232,6 +225,7 @@ class SummarizeTestCase(unittest.TestCase):
         self.assertIn(repr(path), lines[0], context)
         for text in expected:
             self.assertIn(text, lines[0], context)
+        return lines[0]
 
 
 DELETE = object()
