@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<GpuCoordinator>> GpuCoordinator::Attach(
   // Slots of processes that died (or exec'd: this very process's image before an exec, say)
   // without releasing theirs are freed first: they must neither hold this one back nor take the
   // slot it needs.
-  coordinator->ReclaimDeadSlots();
+  coordinator->RefreshPeers(/*reclaim_dead=*/true);
   if (!coordinator->Claim()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "shared segment %s has no free slot (%d processes attached)",
@@ -131,15 +131,29 @@ bool GpuCoordinator::NoteSubmit(int priority, int64_t /*now_ns*/) {
   return burst_begins;
 }
 
-void GpuCoordinator::RefreshPeers() const {
+void GpuCoordinator::RefreshPeers(bool reclaim_dead) const {
   const uint32_t claims = segment_->header().claims.load(std::memory_order_acquire);
   const int64_t now = base::SteadyNowNs();
   uint64_t mask = 0;
   for (uint32_t i = 0; i < kSlotCount; ++i) {
-    if (i == slot_index_) continue;
-    const ProcessSlot& slot = segment_->slot(i);
-    const uint64_t word = slot.state_word.load(std::memory_order_acquire);
-    if (SlotWordState(word) != kSlotLive || !segment_->SlotLockedByOther(i)) continue;
+    if (slot_ != nullptr && i == slot_index_) continue;
+    ProcessSlot& slot = segment_->slot(i);
+    uint64_t word = slot.state_word.load(std::memory_order_acquire);
+    const SlotState state = SlotWordState(word);
+    if (state == kSlotFree || (state != kSlotLive && !reclaim_dead)) continue;
+    // Claimed or live (or garbage) with nobody holding its lock: its owner is gone, or there
+    // never was one. A claimer takes the lock before it claims, so one being filled in is kept.
+    if (!segment_->SlotLockedByOther(i)) {
+      // Freed only if nobody re-claimed it since it was read (the generation is in the word).
+      // (The header's high-water mark is never lowered: another process may be raising it right
+      // now, and an upper bound is all the fast path needs.)
+      if (reclaim_dead) {
+        slot.state_word.compare_exchange_strong(
+            word, SlotWord(SlotWordGeneration(word), kSlotFree), std::memory_order_acq_rel);
+      }
+      continue;
+    }
+    if (state != kSlotLive) continue;
     mask |= uint64_t{1} << i;
     if (seen_word_[i].exchange(word, std::memory_order_relaxed) != word) {
       // A new owner: its heartbeat counts as fresh from now.
@@ -287,27 +301,9 @@ void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
   slot_->heartbeat.fetch_add(1, std::memory_order_relaxed);
   if (now_ns - last_liveness_check_ns_ >= kLivenessCheckNs) {
     last_liveness_check_ns_ = now_ns;
-    ReclaimDeadSlots();
-    RefreshPeers();
+    RefreshPeers(/*reclaim_dead=*/true);
   } else {
     RefreshPeersIfClaimed();
-  }
-}
-
-void GpuCoordinator::ReclaimDeadSlots() {
-  for (uint32_t i = 0; i < kSlotCount; ++i) {
-    if (slot_ != nullptr && i == slot_index_) continue;
-    ProcessSlot& slot = segment_->slot(i);
-    uint64_t word = slot.state_word.load(std::memory_order_acquire);
-    if (SlotWordState(word) == kSlotFree) continue;
-    // Claimed or live (or garbage) with nobody holding its lock: its owner is gone, or there
-    // never was one. A claimer takes the lock before it claims, so one being filled in is kept.
-    if (segment_->SlotLockedByOther(i)) continue;
-    // Freed only if nobody re-claimed it since it was read (the generation is in the word).
-    // (The header's high-water mark is never lowered: another process may be raising it right
-    // now, and an upper bound is all the fast path needs.)
-    slot.state_word.compare_exchange_strong(word, SlotWord(SlotWordGeneration(word), kSlotFree),
-                                            std::memory_order_acq_rel);
   }
 }
 

@@ -91,12 +91,12 @@ class GpuCoordinator {
   GpuCoordinator(std::unique_ptr<DeviceSegment> segment, ProcessIdentity self,
                  int default_priority);
   bool Claim();  // takes a free slot and its lock; false if none
-  // Frees the slots whose lock no process holds (exited, killed, exec'd, or never anyone's).
-  void ReclaimDeadSlots();
   // Recomputes peer_mask_ (any thread; idempotent) if a slot was claimed since the last time.
   void RefreshPeersIfClaimed() const;
-  // The live slots of other processes: state live, lock held.
-  void RefreshPeers() const;
+  // The live slots of other processes: state live, lock held. With `reclaim_dead` (the
+  // dispatcher, and Attach), one pass also frees the slots whose lock no process holds
+  // (exited, killed, exec'd, or never anyone's).
+  void RefreshPeers(bool reclaim_dead = false) const;
   // Stops coordinating (the slot is no longer this process's to write), with one message.
   void Abandon(const char* why);
   // Whether slot i's heartbeat changed within kStaleHeartbeatNs before `now_ns`, as this process
