@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds libgpuprio.so (bazel build -c opt) and writes, into OUT (default out/packages):
-#   gpuprio-VERSION-py3-none-manylinux_2_N_x86_64.whl   pip install it (no index needed)
+# Builds libgpuprio.so (bazel build -c opt) and writes, into OUT (default: out/packages of this
+# checkout, wherever it is run from; the README's install lines name that place):
+#   gpuprio-VERSION-py3-none-manylinux_2_N_x86_64.whl   pip install it (no index needed); N: the
+#                                                       glibc 2.N the library needs
 #   gpuprio_VERSION_amd64.deb                           apt install ./it, or dpkg -i
-# (tools/packaging/make_packages.py; docs/build.md, "Packages"). --lib FILE packages a library
-# built already instead of building one.
+# then prints the two paths and how to install each (tools/packaging/make_packages.py;
+# docs/build.md, "Packages"). --lib FILE packages a library built already instead of building one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -26,4 +28,11 @@ if [[ -z "$lib" ]]; then
   progress_note "built"
   lib="$(bazel info -c opt bazel-bin 2>/dev/null)/hook/libgpuprio.so"
 fi
-python3 tools/packaging/make_packages.py --repo "$repo" --lib "$lib" --out "$out"
+written="$(python3 tools/packaging/make_packages.py --repo "$repo" --lib "$lib" --out "$out")"
+echo "$written"
+for path in $written; do
+  case "$path" in
+    *.whl) progress_note "the wheel: python3 -m venv ENV && ENV/bin/pip install --no-index $path" ;;
+    *.deb) progress_note "the .deb: apt install $path" ;;
+  esac
+done

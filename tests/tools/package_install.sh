@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The packages installed into fresh places, with no network: tools/packaging/make_packages.py
-# writes the wheel and the .deb from the library under test; the wheel is pip-installed into a
-# new venv (--no-index) and the .deb unpacked with dpkg-deb -x into an empty root; each one's
-# `gpuprio` command then runs the fake-driver demo (tools/demo.sh --installed) with the library
-# it bundles, `gpuprio env` must point LD_PRELOAD into that install, `gpuprio --version` must
-# print VERSION's version, and each must hold the licence, notices and (the .deb) docs. Run by
-# package_install_test.cc inside Bazel's sandbox (venv, pip and dpkg-deb need no network).
+# The packages installed into fresh places, with no network: tools/package.sh --lib writes the
+# wheel and the .deb from the library under test (tools/packaging/make_packages.py) where the
+# README's install lines say; the wheel is pip-installed into a new venv (--no-index) and the .deb
+# unpacked with dpkg-deb -x into an empty root; each one's `gpuprio` command then runs the
+# fake-driver demo (tools/demo.sh --installed) with the library it bundles, `gpuprio env` must
+# point LD_PRELOAD into that install, `gpuprio --version` and the module's __version__ must be
+# VERSION's version, pkgutil and help(gpuprio) must not list the library as a module, the .deb's
+# launcher must run under /usr/bin/python3, and each must hold the licence, notices and (the
+# .deb) docs. Run by package_install_test.cc inside Bazel's sandbox (venv, pip and dpkg-deb need
+# no network).
 set -euo pipefail
 runfiles="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-gpuprio}"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/packages.XXXXXX")"
@@ -48,11 +51,34 @@ fi
 grep -q 'missing from .*NOTICE' "$work/bare.err" || fail "make_packages.py: $(cat "$work/bare.err")"
 [[ -z "$(ls -A "$work/bare_out" 2>/dev/null)" ]] || fail "make_packages.py wrote into bare_out"
 
-# The repository files the packages carry, as the runfiles have them.
-python3 "$runfiles/tools/packaging/make_packages.py" --repo "$runfiles" \
-  --lib "$runfiles/hook/libgpuprio.so" --out "$work/out"
-wheel="$(ls "$work"/out/gpuprio-*-py3-none-manylinux_2_*_x86_64.whl)"
-deb="$(ls "$work"/out/gpuprio_*_amd64.deb)"
+# tools/package.sh --lib run as a user runs it, in a copy of the repository files the packages
+# carry (as the runfiles have them), writing into its default place.
+repo_files=(tools/package.sh tools/progress.sh tools/packaging/make_packages.py
+            tools/python/gpuprio.py tools/cli/gpuprio scheduler/base/env_vars.def VERSION
+            README.md docs/user_guide.md docs/build.md CHANGELOG.md NOTICE THIRD_PARTY_NOTICES.md
+            LICENSE)
+for file in "${repo_files[@]}"; do
+  mkdir -p "$work/repo/$(dirname "$file")"
+  cp -L "$runfiles/$file" "$work/repo/$file"
+done
+(cd "$work" && bash "$work/repo/tools/package.sh" --lib "$runfiles/hook/libgpuprio.so")
+wheel="$(ls "$work"/repo/out/packages/gpuprio-*-py3-none-manylinux_2_*_x86_64.whl)"
+deb="$(ls "$work"/repo/out/packages/gpuprio_*_amd64.deb)"
+
+# The README's install lines name what package.sh wrote: each path, taken from the checkout's
+# root, matches exactly that file.
+readme_wheel="$(sed -n 's/.*pip install --no-index \([^ ]*\.whl\).*/\1/p' "$runfiles/README.md")"
+readme_deb="$(sed -n 's/.*apt install \.\/\([^ ]*\.deb\).*/\1/p' "$runfiles/README.md")"
+shopt -s nullglob
+# shellcheck disable=SC2206  # the README's globs, expanded on purpose
+readme_wheels=(${readme_wheel:+$work/repo/$readme_wheel})
+# shellcheck disable=SC2206
+readme_debs=(${readme_deb:+$work/repo/$readme_deb})
+shopt -u nullglob
+[[ ${#readme_wheels[@]} == 1 && "${readme_wheels[0]}" == "$wheel" ]] ||
+  fail "README's pip install names '$readme_wheel', which is not what package.sh wrote ($wheel)"
+[[ ${#readme_debs[@]} == 1 && "${readme_debs[0]}" == "$deb" ]] ||
+  fail "README's apt install names './$readme_deb', which is not what package.sh wrote ($deb)"
 
 # The .deb's control file: the Depends the library's NEEDED list calls for, and no libstdc++.
 control="$(dpkg-deb -f "$deb")"
@@ -98,10 +124,31 @@ check_install() {
   grep -q '^demo: .*done$' "$out" || fail "$name: the demo did not finish"
 }
 
+# check_module NAME PYTHON PYTHONPATH: the installed module reports VERSION's version as
+# __version__, and neither pkgutil nor help(gpuprio) takes the library for a module.
+check_module() {
+  local name="$1" python="$2" path="$3" answer
+  answer="$(PYTHONPATH="$path" "$python" -c '
+import gpuprio, pkgutil, pydoc
+print(gpuprio.__version__)
+print(" ".join(sorted(m.name for m in pkgutil.iter_modules(gpuprio.__path__))) or "-")
+text = pydoc.render_doc(gpuprio, renderer=pydoc.plaintext)
+contents = text.split("PACKAGE CONTENTS", 1)[1].split("\n\n", 1)[0] if "PACKAGE CONTENTS" in text else ""
+print("libgpuprio" in contents)')" ||
+    { fail "$name: the module's checks failed"; return; }
+  [[ "$(sed -n 1p <<<"$answer")" == "$version" ]] ||
+    fail "$name: gpuprio.__version__ is '$(sed -n 1p <<<"$answer")', not '$version' (VERSION)"
+  grep -qw libgpuprio <<<"$(sed -n 2p <<<"$answer")" &&
+    fail "$name: pkgutil lists a module libgpuprio: $(sed -n 2p <<<"$answer")"
+  [[ "$(sed -n 3p <<<"$answer")" == False ]] ||
+    fail "$name: help(gpuprio) lists libgpuprio in its PACKAGE CONTENTS"
+}
+
 echo "=== wheel: $(basename "$wheel") into a new venv ==="
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --no-index --disable-pip-version-check -q "$wheel"
 "$work/venv/bin/python" -c 'import gpuprio; assert gpuprio.available() is False; print("import gpuprio: ok")'
+check_module wheel "$work/venv/bin/python" ""
 check_install wheel "$work/venv/bin/gpuprio" "$work/venv/lib"
 dist_info=("$work"/venv/lib/python3*/site-packages/gpuprio-"$version".dist-info)
 check_files wheel "${dist_info[0]}" LICENSE NOTICE THIRD_PARTY_NOTICES.md
@@ -110,6 +157,17 @@ echo "=== .deb: $(basename "$deb") unpacked into an empty root ==="
 mkdir "$work/root"
 dpkg-deb -x "$deb" "$work/root"
 PYTHONPATH="$work/root/usr/lib/python3/dist-packages" python3 -c 'import gpuprio; print("import gpuprio: ok")'
+check_module deb /usr/bin/python3 "$work/root/usr/lib/python3/dist-packages"
+# The launcher runs under Debian's own Python, not the first python3 on PATH (a venv's, pyenv's):
+# one that fails comes first here.
+launcher="$work/root/usr/lib/gpuprio/gpuprio"
+[[ "$(head -n 1 "$launcher")" == "#!/usr/bin/python3" ]] ||
+  fail "deb: the launcher starts with '$(head -n 1 "$launcher")', not #!/usr/bin/python3"
+mkdir "$work/bad_python"
+printf '#!/bin/sh\necho "the python3 on PATH ran" >&2\nexit 97\n' >"$work/bad_python/python3"
+chmod +x "$work/bad_python/python3"
+PATH="$work/bad_python:$PATH" "$work/root/usr/bin/gpuprio" --version >/dev/null ||
+  fail "deb: gpuprio --version failed with another python3 first on PATH"
 check_install deb "$work/root/usr/bin/gpuprio" "$work/root/usr/lib/gpuprio"
 doc="$work/root/usr/share/doc/gpuprio"
 check_files deb "$doc" README.md docs/user_guide.md docs/build.md CHANGELOG.md NOTICE \

@@ -5,10 +5,13 @@
 
 The wheel (written with zipfile: no PyPI, no build backend) holds the package `gpuprio`: the
 ctypes helper (tools/python/gpuprio.py) as its __init__, the launcher (tools/cli/gpuprio) as
-gpuprio/_cli.py with a `gpuprio` console script, and libgpuprio.so, env_vars.def and VERSION
-beside them, where the launcher looks first, and the licence and notices in its .dist-info. The
-.deb puts the same files in /usr/lib/gpuprio (/usr/bin/gpuprio links there), the helper in
-/usr/lib/python3/dist-packages/gpuprio, and the docs, notices and copyright file in
+gpuprio/_cli.py with a `gpuprio` console script, env_vars.def and VERSION beside them, where the
+launcher and the helper look first, libgpuprio.so in gpuprio/lib/ (a directory without an
+__init__.py, so pkgutil and help(gpuprio) do not take the library for a module; the launcher
+looks there), and the licence and notices in its .dist-info. The .deb puts the launcher,
+libgpuprio.so, env_vars.def and VERSION in /usr/lib/gpuprio (/usr/bin/gpuprio links there; the
+launcher runs under Debian's /usr/bin/python3, whatever python3 comes first on PATH), the helper
+and VERSION in /usr/lib/python3/dist-packages/gpuprio, and the docs, notices and copyright file in
 /usr/share/doc/gpuprio. A file either package ships that is missing from --repo is an error.
 Standard library only (and dpkg-deb, readelf).
 """
@@ -29,6 +32,12 @@ GLIBC_VERSION = re.compile(rb"GLIBC_2\.([0-9]+)")
 # What the .deb puts in /usr/share/doc/gpuprio (LICENSE goes there as `copyright`).
 DOCS = ("README.md", "docs/user_guide.md", "docs/build.md", "CHANGELOG.md", "NOTICE",
         "THIRD_PARTY_NOTICES.md")
+# The .deb's launcher runs under the system's Python (python3 is a dependency), not whichever
+# python3 a user's PATH finds first (a venv, pyenv, conda).
+DEB_SHEBANG = b"#!/usr/bin/python3"
+# Where the wheel keeps the library inside the package: a directory with no __init__.py, which
+# pkgutil does not list (the launcher's library_candidates() looks there).
+WHEEL_LIB = "gpuprio/lib/libgpuprio.so"
 # What the wheel puts in its .dist-info: the Apache License's own terms require LICENSE and NOTICE
 # to travel with the library; THIRD_PARTY_NOTICES.md names what libgpuprio.so contains.
 WHEEL_NOTICES = ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md")
@@ -69,7 +78,7 @@ def write_wheel(repo, lib, version, out):
     files = [  # (name in the wheel, bytes, executable)
         ("gpuprio/__init__.py", read(os.path.join(repo, "tools/python/gpuprio.py"), "rb"), False),
         ("gpuprio/_cli.py", read(os.path.join(repo, "tools/cli/gpuprio"), "rb"), False),
-        ("gpuprio/libgpuprio.so", read(lib, "rb"), True),
+        (WHEEL_LIB, read(lib, "rb"), True),
         ("gpuprio/env_vars.def", read(os.path.join(repo, "scheduler/base/env_vars.def"), "rb"),
          False),
         ("gpuprio/VERSION", read(os.path.join(repo, "VERSION"), "rb"), False),
@@ -111,6 +120,13 @@ def install(src, dst, mode):
     os.chmod(dst, mode)
 
 
+def with_shebang(script, shebang):
+    """The script's bytes with its first line (a #! line) replaced by `shebang`."""
+    if not script.startswith(b"#!"):
+        raise SystemExit("make_packages: tools/cli/gpuprio does not start with a #! line")
+    return shebang + script[script.index(b"\n"):]
+
+
 def write_deb(repo, lib, version, out):
     minor = glibc_minor(lib)
     needed = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True,
@@ -126,12 +142,18 @@ def write_deb(repo, lib, version, out):
         os.chmod(root, 0o755)
         lib_dir = os.path.join(root, "usr/lib/gpuprio")
         install(lib, os.path.join(lib_dir, "libgpuprio.so"), 0o644)
-        install(os.path.join(repo, "tools/cli/gpuprio"), os.path.join(lib_dir, "gpuprio"), 0o755)
+        launcher = os.path.join(lib_dir, "gpuprio")
+        with open(launcher, "wb") as f:
+            f.write(with_shebang(read(os.path.join(repo, "tools/cli/gpuprio"), "rb"),
+                                 DEB_SHEBANG))
+        os.chmod(launcher, 0o755)
         install(os.path.join(repo, "scheduler/base/env_vars.def"),
                 os.path.join(lib_dir, "env_vars.def"), 0o644)
         install(os.path.join(repo, "VERSION"), os.path.join(lib_dir, "VERSION"), 0o644)
+        helper_dir = os.path.join(root, "usr/lib/python3/dist-packages/gpuprio")
         install(os.path.join(repo, "tools/python/gpuprio.py"),
-                os.path.join(root, "usr/lib/python3/dist-packages/gpuprio/__init__.py"), 0o644)
+                os.path.join(helper_dir, "__init__.py"), 0o644)
+        install(os.path.join(repo, "VERSION"), os.path.join(helper_dir, "VERSION"), 0o644)
         os.makedirs(os.path.join(root, "usr/bin"))
         os.symlink("../lib/gpuprio/gpuprio", os.path.join(root, "usr/bin/gpuprio"))
         doc = os.path.join(root, "usr/share/doc/gpuprio")
