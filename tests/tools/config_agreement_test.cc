@@ -29,6 +29,8 @@ const std::map<std::string, std::string> kCliOptions = {
     {"GPUPRIO_MODE", "--mode"},
     {"GPUPRIO_LOG", "--log"},
     {"GPUPRIO_BUDGET_US", "--budget-us"},
+    {"GPUPRIO_ISOLATION", "--isolation"},
+    {"GPUPRIO_RESERVED_SMS", "--reserved-sms"},
 };
 
 std::vector<std::string> Accepted(const KnownEnvVar& var) {
