@@ -634,8 +634,13 @@ absl::Status TracerCore::WriteTrace() {
       drops.records_by_cupti, drops.records_over_cap, options_.max_bytes >> 20,
       drops.buffers_refused, drops.op_events, drops.counter_samples);
   if (!written.ok()) absl::StrAppend(&line, ": ", written.message());
-  // At the default level too: where the trace went is what the user asked for.
-  Log(!written.ok() ? LogLevel::kError : LogLevel::kWarning, line);
+  // Whatever GPUPRIO_LOG says: where the trace went is what the user asked for (GPUPRIO_TRACE).
+  // A report, not a problem, so it reads as info.
+  if (written.ok()) {
+    LogUnfiltered(LogLevel::kInfo, line);
+  } else {
+    Log(LogLevel::kError, line);
+  }
   return written;
 }
 

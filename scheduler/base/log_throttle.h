@@ -64,7 +64,7 @@ class LogThrottle {
     }
     char suffix[128];
     log_internal::WriteLine(
-        [&](absl::FormatRawSink sink) { absl::Format(sink, format, args...); },
+        level, [&](absl::FormatRawSink sink) { absl::Format(sink, format, args...); },
         Suffix(decision, suffix, sizeof(suffix)));
   }
 

@@ -121,7 +121,11 @@ void WriteChar(absl::string_view text, const Utf8Char& c,
 // message of any length costs no heap and keeps its beginning and its end.
 class LineSink {
  public:
-  LineSink() { AppendRaw(kPrefix); }
+  explicit LineSink(LogLevel level) {
+    AppendRaw(kPrefix);
+    AppendRaw(LogLevelName(level));
+    AppendRaw(": ");
+  }
 
   // Appends `text`, escaped (logging.h).
   void Append(absl::string_view text) {
@@ -233,18 +237,37 @@ bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed);
 }
 
+absl::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kDebug:
+      return "debug";
+  }
+  return "unknown";
+}
+
 void Log(LogLevel level, absl::string_view message) {
   if (!LogEnabled(level)) return;
+  LogUnfiltered(level, message);
+}
+
+void LogUnfiltered(LogLevel level, absl::string_view message) {
   // On the stack: logging must work where the heap is off limits (fork child, exit handlers).
-  LineSink line;
+  LineSink line(level);
   line.Append(message);
   line.Write();
 }
 
 namespace log_internal {
 
-void WriteLine(absl::FunctionRef<void(absl::FormatRawSink)> format, absl::string_view suffix) {
-  LineSink line;
+void WriteLine(LogLevel level, absl::FunctionRef<void(absl::FormatRawSink)> format,
+               absl::string_view suffix) {
+  LineSink line(level);
   format(&line);
   line.Append(suffix);
   line.Write();

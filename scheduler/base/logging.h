@@ -1,4 +1,6 @@
-// One-line diagnostics on stderr, prefixed "gpuprio: ", filtered by a process-wide level.
+// One-line diagnostics on stderr, "gpuprio: <level>: <message>", filtered by a process-wide level.
+// Every line names its level (error, warning, info, debug), so a reader can tell a problem from a
+// report and filter a log without knowing each message.
 // Safe before constructors run and from any thread. Log and Logf never touch the heap (Logf formats
 // into a stack buffer); a caller that builds its message with absl::StrFormat allocates itself.
 //
@@ -41,14 +43,24 @@ void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 bool LogEnabled(LogLevel level);
 
-// Writes "gpuprio: <message>\n" with a single write(2), `message` escaped as the top of this file
-// says, so a message is always one line and never a terminal command.
+// "error", "warning", "info" or "debug": the word a line carries (and GPUPRIO_LOG accepts).
+absl::string_view LogLevelName(LogLevel level);
+
+// Writes "gpuprio: <level>: <message>\n" with a single write(2), `message` escaped as the top of
+// this file says, so a message is always one line and never a terminal command.
 void Log(LogLevel level, absl::string_view message);
+
+// Log without the level filter: for a line the user asked for by other means than GPUPRIO_LOG
+// (GPUPRIO_ANNOUNCE's start line), or one that must be seen at every level. It still carries
+// `level`, so it reads as what it is.
+void LogUnfiltered(LogLevel level, absl::string_view message);
 
 namespace log_internal {
 
-// Runs `format` on a stack buffer, appends `suffix` and writes the line as Log does.
-void WriteLine(absl::FunctionRef<void(absl::FormatRawSink)> format, absl::string_view suffix);
+// Runs `format` on a stack buffer, appends `suffix` and writes the line, labelled `level`, as Log
+// does (the caller has applied the filter).
+void WriteLine(LogLevel level, absl::FunctionRef<void(absl::FormatRawSink)> format,
+               absl::string_view suffix);
 
 // The escaping every log line goes through (the rules at the top of this file), for text that
 // arrives in pieces: a UTF-8 character split between two Append calls is judged whole, as the
@@ -84,8 +96,8 @@ class TerminalEscaper {
 template <typename... Args>
 void Logf(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&... args) {
   if (!LogEnabled(level)) return;
-  log_internal::WriteLine([&](absl::FormatRawSink sink) { absl::Format(sink, format, args...); },
-                          {});
+  log_internal::WriteLine(
+      level, [&](absl::FormatRawSink sink) { absl::Format(sink, format, args...); }, {});
 }
 
 // A value someone else supplied (an environment variable, a path), for a message: formatted with

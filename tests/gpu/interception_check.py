@@ -298,7 +298,7 @@ def cmd_run(args):
 # --------------------------------------------------------------------------------------------------
 # Summary.
 
-CALLS_RE = re.compile(r"^gpuprio: calls api=(\S+)((?:\s+\w+=\d+)+)\s*$")
+CALLS_RE = re.compile(r"^gpuprio: info: calls api=(\S+)((?:\s+\w+=\d+)+)\s*$")
 PATHS = ["dlsym", "gpa", "gpa_ptsz", "exported"]
 
 
@@ -318,18 +318,18 @@ def parse_calls(text):
     return apis, lines
 
 
-ISOLATION_RE = re.compile(r"^gpuprio: isolation(?::| off)")
+ISOLATION_RE = re.compile(r"^gpuprio: info: isolation(?::| off)")
 CONFINED_RE = re.compile(r"\bconfined=(\d+)")
 
 
 def parse_isolation(text):
-    """The library's isolation lines (`gpuprio: isolation: device D: ...` when it made a green
-    context, `gpuprio: isolation off on device D: why` when not) and the ops it issued on twin
+    """The library's isolation lines (`gpuprio: info: isolation: device D: ...` when it made a green
+    context, `gpuprio: info: isolation off on device D: why` when not) and the ops it issued on twin
     streams (`confined=K` in its exit summary, summed over the process's lines)."""
     lines = [l.strip() for l in text.splitlines() if ISOLATION_RE.match(l.strip())]
     counts = [int(m.group(1)) for l in text.splitlines() if l.startswith("gpuprio:")
               for m in [CONFINED_RE.search(l)] if m]
-    return {"lines": lines, "green_context": any(l.startswith("gpuprio: isolation: device") for l in lines),
+    return {"lines": lines, "green_context": any(l.startswith("gpuprio: info: isolation: device") for l in lines),
             "confined": sum(counts) if counts else None}
 
 
@@ -437,7 +437,7 @@ def cmd_summarize(args):
             iso = parse_isolation(rb["stderr"])
             entry["isolation"] = iso
             if not iso["green_context"]:
-                failures.append(f"{check} [{tag_b}]: no 'gpuprio: isolation: device' line (no green context): "
+                failures.append(f"{check} [{tag_b}]: no 'gpuprio: info: isolation: device' line (no green context): "
                                 + ("; ".join(iso["lines"]) or "no isolation line at all"))
         if check == "driver" and args.expect_gpuprio:
             want = rb.get("launches")

@@ -14,7 +14,7 @@
 #
 # Writes OUT/interception_summary.txt, OUT/interception.json, OUT/log.txt; exit 0 only on PASS.
 # With GPUPRIO_ISOLATION=force in the environment (it reaches the preloaded runs; run_suite.sh's
-# "isolated" step), each preloaded run must also print `gpuprio: isolation: device ...` and the
+# "isolated" step), each preloaded run must also print `gpuprio: info: isolation: device ...` and the
 # summary must count ops issued on twin streams (confined=K > 0 over all runs).
 # Environment: PYTHON (default python3), GPUPRIO_CHECK_TIMEOUT (seconds per process, default 60;
 # natively the slowest check took 17 s on the H100).

@@ -61,7 +61,7 @@ LATENCY_TRACE_GZ = LATENCY_TRACE + ".gz"  # the trace-gz runs' (GPUPRIO_TRACE en
 GPU_WORK_API_RE = re.compile(r"^cu(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset)")
 KERNEL_LAUNCH_API_RE = re.compile(r"^cu(LaunchKernel|LaunchCooperativeKernel)")
 DISPATCHER_NAME_RE = re.compile(r"gpuprio dispatcher", re.IGNORECASE)
-CALLS_RE = re.compile(r"^gpuprio: calls api=(\S+)((?:\s+\w+=\d+)+)\s*$")  # hook/call_counters.h
+CALLS_RE = re.compile(r"^gpuprio: info: calls api=(\S+)((?:\s+\w+=\d+)+)\s*$")  # hook/call_counters.h
 CUPTI_LINE_RE = re.compile(r"cupti|nvtx|subscrib", re.IGNORECASE)
 
 
@@ -150,7 +150,7 @@ def tail_lines(text, n=25):
 
 
 def parse_calls(text):
-    """Sums the `gpuprio: calls api=... total=N ...` lines (GPUPRIO_LOG=info, at exit) by API."""
+    """Sums the `gpuprio: info: calls api=... total=N ...` lines (GPUPRIO_LOG=info, at exit) by API."""
     totals = {}
     for line in text.splitlines():
         m = CALLS_RE.match(line.strip())
@@ -787,7 +787,7 @@ def check_d(workdir):
     return c
 
 
-OPS_RE = re.compile(r"gpuprio: priority=\S+(?: \(\w+\))? ops=(\d+)")
+OPS_RE = re.compile(r"gpuprio: info: priority=\S+(?: \(\w+\))? ops=(\d+)")
 
 
 def check_e(workdir):

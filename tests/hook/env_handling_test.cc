@@ -48,7 +48,7 @@ TEST_CASE("A bad GPUPRIO_LOG is reported once and scheduling stays on", "[hook][
   CHECK(r.values.at("scheduled_call") == "ok");
   REQUIRE(r.gpuprio_lines.size() == 1);
   CHECK(r.gpuprio_lines[0] ==
-        "gpuprio: GPUPRIO_LOG=\"loud\" is not valid (accepted: error, warning, info, debug, "
+        "gpuprio: error: GPUPRIO_LOG=\"loud\" is not valid (accepted: error, warning, info, debug, "
         "warn); using the default (warning)");
 }
 
@@ -66,7 +66,7 @@ TEST_CASE("A 5000-byte bad value is reported in one line that keeps its end", "[
   CHECK(r.values.at("gpuprio_mode") == "passthrough");
   REQUIRE(r.gpuprio_lines.size() == 1);
   const std::string& line = r.gpuprio_lines[0];
-  CHECK(absl::StartsWith(line, "gpuprio: GPUPRIO_MODE=\"zzz"));
+  CHECK(absl::StartsWith(line, "gpuprio: error: GPUPRIO_MODE=\"zzz"));
   CHECK(absl::EndsWith(line, "\" is not valid (accepted: schedule, passthrough, off); "
                              "running unscheduled (passthrough)"));
   CHECK(line.size() < 4096);
@@ -77,7 +77,7 @@ TEST_CASE("Control characters in a value are echoed escaped, never raw", "[hook]
   INFO(r.stderr_text);
   REQUIRE(r.gpuprio_lines.size() == 1);
   CHECK(absl::StartsWith(r.gpuprio_lines[0],
-                         "gpuprio: GPUPRIO_MODE=\"fast\\ngpuprio: forged line\\x1b[2J\" is not "
+                         "gpuprio: error: GPUPRIO_MODE=\"fast\\ngpuprio: forged line\\x1b[2J\" is not "
                          "valid"));
   CHECK_FALSE(absl::StrContains(r.stderr_text, "\x1b"));
 }
@@ -89,7 +89,7 @@ TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one
   CHECK(r.values.at("default_priority") == "0");
   REQUIRE(r.gpuprio_lines.size() == 1);
   CHECK(r.gpuprio_lines[0] ==
-        "gpuprio: GPUPRIO_PRIORTY is not a gpuprio variable and is ignored (the closest known "
+        "gpuprio: error: GPUPRIO_PRIORTY is not a gpuprio variable and is ignored (the closest known "
         "one is GPUPRIO_PRIORITY)");
 }
 

@@ -48,7 +48,7 @@ std::map<std::string, std::string> Probe(const std::string& mode, Env extra = {}
 std::map<std::string, std::map<std::string, long>> CallSummary(const std::string& stderr_text) {
   std::map<std::string, std::map<std::string, long>> summary;
   for (absl::string_view line : absl::StrSplit(stderr_text, '\n')) {
-    if (!absl::StartsWith(line, "gpuprio: calls ")) continue;
+    if (!absl::StartsWith(line, "gpuprio: info: calls ")) continue;
     const auto values = gpuprio_test::IntValues(std::string(line));
     const auto names = gpuprio_test::StringValues(std::string(line));
     summary[names.at("api")] = values;

@@ -83,7 +83,7 @@ TEST_CASE("2000 failures make the burst's lines and one count at exit", "[loggin
   LogSuppressedCounts();
   const std::string text = capture.Text();
   INFO(text);
-  CHECK(CountLines(text, "gpuprio: cuLaunchKernel on stream") == 5);
+  CHECK(CountLines(text, "gpuprio: error: cuLaunchKernel on stream") == 5);
   CHECK(CountLines(text, "further messages like this one: at most one line per 3600 s") == 1);
   // The count names the message as it read, not by its format string.
   CHECK(CountLines(text, absl::StrFormat("1995 more messages like \"cuLaunchKernel on stream %p "

@@ -18,7 +18,8 @@
 namespace gpuprio {
 namespace {
 
-constexpr absl::string_view kPrefix = "gpuprio: ";
+// Logged() and the tests below write at the error level; every line names its level.
+constexpr absl::string_view kPrefix = "gpuprio: error: ";
 
 std::string Logged(absl::string_view message) {
   gpuprio_test::StderrCapture capture;
@@ -39,7 +40,7 @@ TEST_CASE("A 5000-byte message keeps its beginning and its end in one line", "[l
                               "running unscheduled (passthrough)";
   const std::string line = Logged(message);
   INFO(line);
-  CHECK(absl::StartsWith(line, "gpuprio: GPUPRIO_MODE=\"xxx"));
+  CHECK(absl::StartsWith(line, "gpuprio: error: GPUPRIO_MODE=\"xxx"));
   CHECK(absl::EndsWith(line, "running unscheduled (passthrough)\n"));
   CHECK(absl::StrContains(line, " bytes cut]... "));
   CHECK(line.size() <= kMaxLogLine);
@@ -79,9 +80,9 @@ TEST_CASE("A line is the message whole, or its two ends and the exact count cut 
 
 TEST_CASE("Control characters in a message are escaped, so a message stays one line",
           "[logging]") {
-  CHECK(Logged("a\nb\tc\rd\x01\x1b[31m\x7f") == "gpuprio: a\\nb\\tc\\rd\\x01\\x1b[31m\\x7f\n");
+  CHECK(Logged("a\nb\tc\rd\x01\x1b[31m\x7f") == "gpuprio: error: a\\nb\\tc\\rd\\x01\\x1b[31m\\x7f\n");
   // Bytes of UTF-8 text are not control characters.
-  CHECK(Logged("caf\xc3\xa9") == "gpuprio: caf\xc3\xa9\n");
+  CHECK(Logged("caf\xc3\xa9") == "gpuprio: error: caf\xc3\xa9\n");
 }
 
 // Checks UTF-8 validity independently of the code under test: every byte >= 0x80 must belong to a
@@ -224,16 +225,16 @@ TEST_CASE("A log line never carries 8-bit or C1 controls or bidi overrides raw",
     gpuprio_test::StderrCapture capture;
     Logf(LogLevel::kWarning, "GPUPRIO_LOG=\"%s\" is not valid; using warning",
          Escaped("\x9b" "31mX"));
-    CHECK(capture.Text() == "gpuprio: GPUPRIO_LOG=\"\\x9b31mX\" is not valid; using warning\n");
+    CHECK(capture.Text() == "gpuprio: warning: GPUPRIO_LOG=\"\\x9b31mX\" is not valid; using warning\n");
   }
-  CHECK(Logged("a\xc2\x9b" "31mb") == "gpuprio: a\\u{009b}31mb\n");
-  CHECK(Logged("file\xe2\x80\xae" "txt.exe") == "gpuprio: file\\u{202e}txt.exe\n");
-  CHECK(Logged("\xe2\x81\xa6x\xe2\x81\xa9") == "gpuprio: \\u{2066}x\\u{2069}\n");
+  CHECK(Logged("a\xc2\x9b" "31mb") == "gpuprio: error: a\\u{009b}31mb\n");
+  CHECK(Logged("file\xe2\x80\xae" "txt.exe") == "gpuprio: error: file\\u{202e}txt.exe\n");
+  CHECK(Logged("\xe2\x81\xa6x\xe2\x81\xa9") == "gpuprio: error: \\u{2066}x\\u{2069}\n");
   CHECK(Logged("bad \xff\xc0\xaf \xed\xa0\x80 end \xe2\x80") ==
-        "gpuprio: bad \\xff\\xc0\\xaf \\xed\\xa0\\x80 end \\xe2\\x80\n");
+        "gpuprio: error: bad \\xff\\xc0\\xaf \\xed\\xa0\\x80 end \\xe2\\x80\n");
   // Text in any script stays readable.
   CHECK(Logged("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80") ==
-        "gpuprio: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80\n");
+        "gpuprio: error: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80\n");
 }
 
 TEST_CASE("A character split between the pieces a format writes is judged whole", "[logging]") {
@@ -242,7 +243,7 @@ TEST_CASE("A character split between the pieces a format writes is judged whole"
   SECTION("split between two arguments") {
     gpuprio_test::StderrCapture capture;
     Logf(LogLevel::kError, "%s%s|%s%s", "\xe2\x80", "\xae", "\xc3", "\xa9");
-    CHECK(capture.Text() == "gpuprio: \\u{202e}|\xc3\xa9\n");
+    CHECK(capture.Text() == "gpuprio: error: \\u{202e}|\xc3\xa9\n");
   }
   SECTION("at every offset around the format's buffer") {
     for (size_t before = 1000; before < 1040; ++before) {
@@ -319,7 +320,7 @@ TEST_CASE("Logf formats as StrFormat does, and only when the level lets the mess
     Logf(LogLevel::kError, "%s on stream %p failed with CUDA error %d", "cuLaunchKernel",
          static_cast<void*>(&object), 700);
     CHECK(capture.Text() ==
-          absl::StrFormat("gpuprio: %s on stream %p failed with CUDA error %d\n",
+          absl::StrFormat("gpuprio: error: %s on stream %p failed with CUDA error %d\n",
                           "cuLaunchKernel", static_cast<void*>(&object), 700));
   }
   {

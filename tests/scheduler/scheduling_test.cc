@@ -120,7 +120,7 @@ TEST_CASE("A deferred launch error surfaces at the stream's next synchronize, on
     const auto r = Run({Path("tests/scheduler/sched_client"), "error", "scheduled"},
                        ClientEnv("schedule", {{"GPUPRIO_DIRECT_ISSUE", "0"}}));
     CHECK(r.stdout_text.find("error ok") != std::string::npos);
-    CHECK(r.stderr_text.find("gpuprio: cuLaunchKernel on stream") != std::string::npos);
+    CHECK(r.stderr_text.find("gpuprio: error: cuLaunchKernel on stream") != std::string::npos);
   }
   SECTION("native: the same client sees the error from the launch itself") {
     const auto r = Run({Path("tests/scheduler/sched_client"), "error", "native"}, ClientEnv(""));
@@ -167,7 +167,7 @@ TEST_CASE("A high-priority chain waits for at most one budget of low-priority wo
   // first), and for about as long as the chain ran.
   std::vector<std::string> summary;
   for (absl::string_view line : absl::StrSplit(run.stderr_text, '\n')) {
-    if (absl::StartsWith(line, "gpuprio: priority=")) summary.emplace_back(line);
+    if (absl::StartsWith(line, "gpuprio: info: priority=")) summary.emplace_back(line);
   }
   INFO("summary:\n" << absl::StrJoin(summary, "\n"));
   REQUIRE(summary.size() == 2);
@@ -203,8 +203,8 @@ TEST_CASE("The exit summary says how long the application's threads spent in str
         Run({client, "call_time", variant}, ClientEnv("schedule", env));
     std::pair<std::string, std::string> lines;  // the level's line, the dispatcher's
     for (absl::string_view line : absl::StrSplit(run.stderr_text, '\n')) {
-      if (absl::StartsWith(line, "gpuprio: priority=0 ")) lines.first = std::string(line);
-      if (absl::StartsWith(line, "gpuprio: dispatcher device=0 ")) {
+      if (absl::StartsWith(line, "gpuprio: info: priority=0 ")) lines.first = std::string(line);
+      if (absl::StartsWith(line, "gpuprio: info: dispatcher device=0 ")) {
         lines.second = std::string(line);
       }
     }

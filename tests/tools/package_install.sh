@@ -113,9 +113,9 @@ check_install() {
     fail "$name: the demo failed"
   fi
   cat "$out"
-  grep -q 'gpuprio: pid [0-9]* mode=schedule priority=normal budget=2000us' "$out" ||
+  grep -q 'gpuprio: info: pid [0-9]* mode=schedule priority=normal budget=2000us' "$out" ||
     fail "$name: no start line from the installed library"
-  grep -q 'gpuprio: calls api=' "$out" || fail "$name: no call summary from the library"
+  grep -q 'gpuprio: info: calls api=' "$out" || fail "$name: no call summary from the library"
   # The priority scenario, natively and scheduled (the scheduled line may follow the library's
   # start line on the same output line).
   (($(grep -c 'high_latency_us=[0-9]* .*low_max_in_flight=' "$out") == 2)) ||

@@ -158,18 +158,18 @@ def fake_python(argv):
 
         time.sleep(60)
     if preload and os.environ.get("GPUPRIO_LOG") == "info":
-        print("gpuprio: calls api=cuLaunchKernel total=90 dlsym=0 gpa=90 gpa_ptsz=0 exported=0", file=sys.stderr)
-        print("gpuprio: calls api=cuLaunchKernelEx total=10 dlsym=0 gpa=10 gpa_ptsz=0 exported=0", file=sys.stderr)
-        print("gpuprio: calls api=cuMemcpyHtoDAsync_v2 total=1 dlsym=0 gpa=1 gpa_ptsz=0 exported=0", file=sys.stderr)
+        print("gpuprio: info: calls api=cuLaunchKernel total=90 dlsym=0 gpa=90 gpa_ptsz=0 exported=0", file=sys.stderr)
+        print("gpuprio: info: calls api=cuLaunchKernelEx total=10 dlsym=0 gpa=10 gpa_ptsz=0 exported=0", file=sys.stderr)
+        print("gpuprio: info: calls api=cuMemcpyHtoDAsync_v2 total=1 dlsym=0 gpa=1 gpa_ptsz=0 exported=0", file=sys.stderr)
     if name == "profiler_range":
         # 20 warm-up + 2 x 10 iterations of 10 ops, 30 setup ops; the range holds 10 iterations.
-        print("gpuprio: priority=0 (normal) ops=430 on_caller=100.0% queued=0", file=sys.stderr)
+        print("gpuprio: info: priority=0 (normal) ops=430 on_caller=100.0% queued=0", file=sys.stderr)
         if os.environ.get("GPUPRIO_TRACE"):
             write_json(os.environ["GPUPRIO_TRACE"], make_gpuprio_trace(98))
     elif os.environ.get("GPUPRIO_TRACE"):
         write_json(os.environ["GPUPRIO_TRACE"], make_gpuprio_trace(100))
         if name == "profiler":
-            print("gpuprio: CUPTI is taken by another subscriber; tracing with NVTX", file=sys.stderr)
+            print("gpuprio: info: CUPTI is taken by another subscriber; tracing with NVTX", file=sys.stderr)
     rec = {"workload": name, "ok": True, "error": None, "gpuprio_mode": os.environ.get("GPUPRIO_MODE", "")}
     if name == "latency":
         base = 2.0 if not preload else (2.4 if os.environ.get("GPUPRIO_TRACE") else 2.2)
@@ -293,8 +293,8 @@ class GpuprioTraceTest(unittest.TestCase):
         self.assertEqual(tc.norm_id("42"), 42)
         self.assertEqual(tc.norm_id(42.0), 42)
         self.assertEqual(tc.to_ns(1.2345), 1235 if round(1234.5) == 1235 else 1234)
-        calls = tc.parse_calls("x\ngpuprio: calls api=cuLaunchKernel total=7 dlsym=0 gpa=7 gpa_ptsz=0 exported=0\n"
-                               "gpuprio: calls api=cuLaunchKernel total=3 dlsym=3 gpa=0 gpa_ptsz=0 exported=0\n")
+        calls = tc.parse_calls("x\ngpuprio: info: calls api=cuLaunchKernel total=7 dlsym=0 gpa=7 gpa_ptsz=0 exported=0\n"
+                               "gpuprio: info: calls api=cuLaunchKernel total=3 dlsym=3 gpa=0 gpa_ptsz=0 exported=0\n")
         self.assertEqual(calls, {"cuLaunchKernel": 10})
 
 
@@ -353,7 +353,7 @@ class ReportTest(unittest.TestCase):
         os.makedirs(self.wd)
         os.makedirs(self.out)
         ok = {"ok": True}
-        calls = "gpuprio: calls api=cuLaunchKernel total=95 dlsym=0 gpa=95 gpa_ptsz=0 exported=0\n"
+        calls = "gpuprio: info: calls api=cuLaunchKernel total=95 dlsym=0 gpa=95 gpa_ptsz=0 exported=0\n"
         put_run(self.wd, "resnet50_trace", result=ok, stderr=calls)
         write_json(os.path.join(self.out, tc.RESNET_TRACE), make_gpuprio_trace(100))
         # The fast-path run: the same trace is fine (its check only drops the dispatcher rule).
@@ -369,13 +369,13 @@ class ReportTest(unittest.TestCase):
         put_run(self.wd, "profiler_range",
                 result={"ok": True, "iters_in_range": 10, "iters_total": 40, "trace_written_before_exit": True,
                         "trace_written_after_stop_s": 0.2},
-                stderr="gpuprio: priority=0 (normal) ops=430 on_caller=100.0% queued=0\n")
+                stderr="gpuprio: info: priority=0 (normal) ops=430 on_caller=100.0% queued=0\n")
         write_json(os.path.join(self.wd, tc.RANGE_TRACE), make_gpuprio_trace(98))
         put_run(self.wd, "profiler.native", result=ok)
         write_json(os.path.join(self.wd, tc.PROFILER_NATIVE_TRACE), make_profiler_trace(50))
         put_run(self.wd, "profiler.gpuprio", result=ok)
         write_json(os.path.join(self.out, tc.PROFILER_TRACE), make_profiler_trace(50))
-        put_run(self.wd, "profiler.both", result=ok, stderr="gpuprio: CUPTI is in use; NVTX fallback\n")
+        put_run(self.wd, "profiler.both", result=ok, stderr="gpuprio: info: CUPTI is in use; NVTX fallback\n")
         write_json(os.path.join(self.wd, tc.BOTH_TORCH_TRACE), make_profiler_trace(0))  # kernels lost: reported only
 
     def tearDown(self):
@@ -443,7 +443,7 @@ class ReportTest(unittest.TestCase):
     def test_profiler_range_fails_without_the_trace_or_with_every_op(self):
         put_run(self.wd, "profiler_range",
                 result={"ok": True, "iters_in_range": 10, "iters_total": 40, "trace_written_before_exit": False},
-                stderr="gpuprio: priority=0 (normal) ops=100 on_caller=100.0% queued=0\n")
+                stderr="gpuprio: info: priority=0 (normal) ops=100 on_caller=100.0% queued=0\n")
         rc, text = self.report()
         self.assertEqual(rc, 1, text)
         self.assertIn("FAIL  e_profiler_range", text)

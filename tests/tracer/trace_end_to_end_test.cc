@@ -222,7 +222,7 @@ TEST_CASE("At the default log level one line says where the trace was written", 
   const TracedRun run = Run({"exit", "20"}, {{"GPUPRIO_LOG", "warning"}});
   DESCRIBE(run);
   REQUIRE(run.result.exit_code == 0);
-  const std::string wrote = "gpuprio: trace: wrote " + run.path + " (20 ops";
+  const std::string wrote = "gpuprio: info: trace: wrote " + run.path + " (20 ops";
   const std::string& err = run.result.stderr_text;
   const size_t at = err.find(wrote);
   CHECK(at != std::string::npos);

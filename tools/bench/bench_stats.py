@@ -82,7 +82,7 @@ def last_json_line(text):
     return js
 
 
-ISOLATION_RE = re.compile(r"^gpuprio: isolation(?::| off)")
+ISOLATION_RE = re.compile(r"^gpuprio: info: isolation(?::| off)")
 CONFINED_RE = re.compile(r"\bconfined=(\d+)")
 
 
@@ -95,7 +95,7 @@ def gpuprio_log(err):
     if not lines and not counts:
         return None
     return {"isolation_lines": lines[:4],
-            "green_context": any(l.startswith("gpuprio: isolation: device") for l in lines),
+            "green_context": any(l.startswith("gpuprio: info: isolation: device") for l in lines),
             "confined": sum(counts) if counts else None}
 
 

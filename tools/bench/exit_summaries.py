@@ -3,14 +3,14 @@
 
 Usage: exit_summaries.py RUNS.jsonl   (the *_runs.jsonl of run_torch_bench.sh)
 For each run with gpuprio, one header line (configuration, round) and the run's
-"gpuprio: priority=..." and "gpuprio: dispatcher ..." lines, taken from the end of each
+"gpuprio: info: priority=..." and "gpuprio: info: dispatcher ..." lines, taken from the end of each
 process's stderr that the benchmark keeps. Exits 1 if a run with gpuprio has none of them
 (GPUPRIO_LOG was not info, or the tail kept was too short).
 """
 import json
 import sys
 
-SUMMARY_PREFIXES = ("gpuprio: priority=", "gpuprio: dispatcher ")
+SUMMARY_PREFIXES = ("gpuprio: info: priority=", "gpuprio: info: dispatcher ")
 
 
 def summary_lines(stderr_tail):

@@ -16,7 +16,7 @@ spread [min-max] of:
   low idle / alone  the low rate in the idle tail after the activity window (low_idle_per_s) over
                     the same baseline; for 'low-alone-gpuprio' (the low thread alone, under gpuprio
                     at GPUPRIO_PRIORITY=low: no high thread at all) its whole rate;
-  green             runs in which the library said `gpuprio: isolation: device ...` (a green
+  green             runs in which the library said `gpuprio: info: isolation: device ...` (a green
                     context), and confined (ops issued on twin streams, from the exit summary).
 Targets, judged on the medians: low act / alone >= 0.8 for the isolating configurations
 (gpuprio-active, gpuprio-always, gpuprio-rN); low idle / alone >= 0.97 where the low work should

@@ -59,17 +59,17 @@ js = {"bench": "interference", "ok": True, "priority_mode": pm, "low_ms": low, "
       "cycles_per_us": opt("--cycles-per-us", 1755.0), "preloaded": pre, "error": ""}
 if pre:
     if iso in ("active", "always") and low:
-        print("gpuprio: isolation: device 0: 112 of 132 SMs for confined work (%s reserved)" % (res or 16), file=sys.stderr)
-        print("gpuprio: calls api=cuLaunchKernel total=900 dlsym=0 gpa=900 gpa_ptsz=0 exported=0 confined=400", file=sys.stderr)
+        print("gpuprio: info: isolation: device 0: 112 of 132 SMs for confined work (%s reserved)" % (res or 16), file=sys.stderr)
+        print("gpuprio: info: calls api=cuLaunchKernel total=900 dlsym=0 gpa=900 gpa_ptsz=0 exported=0 confined=400", file=sys.stderr)
     else:
-        print("gpuprio: calls api=cuLaunchKernel total=900 dlsym=0 gpa=900 gpa_ptsz=0 exported=0 confined=0", file=sys.stderr)
+        print("gpuprio: info: calls api=cuLaunchKernel total=900 dlsym=0 gpa=900 gpa_ptsz=0 exported=0 confined=0", file=sys.stderr)
 print(json.dumps(js))
 '''
 
 LAUNCH_STANDIN = r'''#!/usr/bin/env python3
 import json, os, sys
 if os.environ.get("GPUPRIO_LOG") == "info" and os.environ.get("STANDIN_GREEN"):
-    print("gpuprio: isolation: device 0: 112 of 132 SMs for confined work (16 reserved)", file=sys.stderr)
+    print("gpuprio: info: isolation: device 0: 112 of 132 SMs for confined work (16 reserved)", file=sys.stderr)
 print(json.dumps({"bench": "launch_rate", "ok": True, "launches_per_s": 1e6, "call_us_mean": 1.0,
                   "call_us_p50": 1.0, "call_us_p99": 2.0, "preloaded": "gpuprio" in os.environ.get("LD_PRELOAD", "")}))
 '''
@@ -120,7 +120,7 @@ def main_plan(root, d):
           act["targets"])
     alw = rows[(0.2, "gpuprio-always")]
     check("main: 'always' has no idle target", len(alw["targets"]) == 1, alw["targets"])
-    check("main: the table shows the isolation lines and targets", "gpuprio: isolation: device 0" in txt and
+    check("main: the table shows the isolation lines and targets", "gpuprio: info: isolation: device 0" in txt and
           "met" in txt and "low idle/alone" in txt, txt)
     cmds = os.listdir(out)
     check("main: outputs are the json and the table", sorted(cmds) == ["interference.json", "interference.txt"], cmds)

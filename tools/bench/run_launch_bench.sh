@@ -18,7 +18,7 @@
 # Writes OUT/launch_bench.json (every run + medians + ratios against native of the same run) and
 # OUT/launch_bench.txt (the table). Exit 0 when every native run succeeded.
 # Last (not with --native-only; ISOLATION_CHECK=0 skips it), the isolation check: schedule mode with
-# GPUPRIO_LOG=info at 1 and 8 threads must print no "gpuprio: isolation: device" line and count no
+# GPUPRIO_LOG=info at 1 and 8 threads must print no "gpuprio: info: isolation: device" line and count no
 # confined ops (a lone program creates no green context); OUT/launch_isolation.txt, and exit 1 if not.
 # Environment: MODES (default "native passthrough schedule sched-nocoord deferred sched-low
 # sched-trace"),
@@ -106,7 +106,7 @@ if ((native_only == 0 && ${ISOLATION_CHECK:-1})); then
       LD_PRELOAD="$lib" GPUPRIO_MODE=schedule GPUPRIO_LOG=info "$bin" --threads "$threads" --api runtime \
       --launches "$launches" >"$work/$tag.out" 2>"$work/$tag.err"
     irc=$?
-    green="$(grep -c 'gpuprio: isolation: device' "$work/$tag.err")"
+    green="$(grep -c 'gpuprio: info: isolation: device' "$work/$tag.err")"
     confined="$(grep -o 'confined=[0-9]*' "$work/$tag.err" | awk -F= '{s += $2; n++} END {if (n) print s}')"
     verdict=PASS
     if ((irc != 0)) || ! grep -q '"ok": *true' "$work/$tag.out"; then verdict="FAIL (rc=$irc)"; fi
@@ -114,7 +114,7 @@ if ((native_only == 0 && ${ISOLATION_CHECK:-1})); then
     [[ -n "$confined" && "$confined" != 0 ]] && verdict="FAIL (confined=$confined in a lone process)"
     {
       echo "isolation, lone process, threads=$threads: $verdict; 'isolation: device' lines: $green; confined=${confined:-absent}"
-      grep '^gpuprio: isolation\|confined=' "$work/$tag.err" | sed 's/^/    /'
+      grep '^gpuprio: info: isolation\|confined=' "$work/$tag.err" | sed 's/^/    /'
     } >>"$iso"
     [[ "$verdict" == PASS ]] || rc=1
   done

@@ -766,8 +766,8 @@ def torch_threads(root, d, tb):
 
 def exit_summaries(d):
     script = os.path.join(HERE, "exit_summaries.py")
-    level = "gpuprio: priority=1 (high) ops=10 on_caller=100.0% queued=0 calls=10 in_call_us mean=3.00 (driver 2.00) max=9.0"
-    disp = "gpuprio: dispatcher device=0 cpu_ms=1.50 sleeps=7"
+    level = "gpuprio: info: priority=1 (high) ops=10 on_caller=100.0% queued=0 calls=10 in_call_us mean=3.00 (driver 2.00) max=9.0"
+    disp = "gpuprio: info: dispatcher device=0 cpu_ms=1.50 sleeps=7"
     tail = "torch_two_process high [1]: done\n" + level + "\n" + disp + "\n"
     runs = [
         {"config": "alone", "round": 1, "gpuprio": False, "high": {"stderr_tail": "x"}},
@@ -785,7 +785,7 @@ def exit_summaries(d):
           out.count("== ") == 2 and "== alone" not in out, out)
     check("exit summaries: one process's summary printed once",
           out.split("== gpuprio round 2")[0].count("calls=10") == 1, out)
-    check("exit summaries: each process's own summary", "low: gpuprio: dispatcher device=0 cpu_ms=9.00" in out, out)
+    check("exit summaries: each process's own summary", "low: gpuprio: info: dispatcher device=0 cpu_ms=9.00" in out, out)
     runs[1]["high"]["stderr_tail"] = "no summary here\n"
     path = write(d, "summaries_missing_runs.jsonl", "".join(json.dumps(r) + "\n" for r in runs))
     rc, out, err = run([script, path])
