@@ -2,6 +2,7 @@
 #include "include/gpuprio.h"
 
 #include "hook/config.h"
+#include "hook/process_start.h"
 #include "hook/scheduler_bridge.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/base/version.h"
@@ -33,11 +34,15 @@ __attribute__((visibility("default"))) int gpuprio_get_thread_priority(void) {
   return gpuprio::scheduler::Scheduler::ThreadPriority();
 }
 
+// The configuration is read by the start (hook/process_start.h), which keeps it fork-safe; asking
+// for it is no use of CUDA, so no start line is said.
 __attribute__((visibility("default"))) int gpuprio_get_default_priority(void) {
+  gpuprio::hook::StartGpuprio();
   return gpuprio::hook::GetConfig().default_priority;
 }
 
 __attribute__((visibility("default"))) const char* gpuprio_mode(void) {
+  gpuprio::hook::StartGpuprio();
   // ModeName returns views of string literals, so data() is NUL-terminated.
   return gpuprio::hook::ModeName(gpuprio::hook::GetConfig().mode).data();
 }

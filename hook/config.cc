@@ -69,6 +69,27 @@ std::optional<int64_t> ResolveGroup(absl::string_view text) {
   return gid;
 }
 
+namespace {
+
+void ReadLogLevel(EnvReader& env, LogLevel* level) {
+  env.ReadChoice<LogLevel>("GPUPRIO_LOG",
+                           {{"error", LogLevel::kError},
+                            {"warning", LogLevel::kWarning},
+                            {"info", LogLevel::kInfo},
+                            {"debug", LogLevel::kDebug},
+                            {"warn", LogLevel::kWarning}},
+                           "using the default (warning)", level);
+}
+
+}  // namespace
+
+LogLevel LogLevelFromEnvironment(GetenvFunction getenv) {
+  EnvReader env(getenv);
+  LogLevel level = LogLevel::kWarning;
+  ReadLogLevel(env, &level);
+  return level;
+}
+
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   EnvReader env(getenv);
   Config config;
@@ -79,13 +100,7 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
           "running unscheduled (passthrough)", &config.mode)) {
     config.mode = Mode::kPassthrough;
   }
-  env.ReadChoice<LogLevel>("GPUPRIO_LOG",
-                           {{"error", LogLevel::kError},
-                            {"warning", LogLevel::kWarning},
-                            {"info", LogLevel::kInfo},
-                            {"debug", LogLevel::kDebug},
-                            {"warn", LogLevel::kWarning}},
-                           "using the default (warning)", &config.log_level);
+  ReadLogLevel(env, &config.log_level);
   if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_PRIORITY")) {
     if (const std::optional<int> priority = ParsePriority(*text)) {
       config.default_priority = *priority;

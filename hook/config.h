@@ -67,6 +67,11 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 // GPUPRIO_MODE gives passthrough; any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
+// GPUPRIO_LOG as ParseConfig reads it, a bad value taken as the default and not reported: for a
+// process that made no CUDA call, which parses nothing else and reports nothing
+// (hook/process_start.h).
+LogLevel LogLevelFromEnvironment(GetenvFunction getenv);
+
 // The process configuration, parsed from the real environment (GpuprioGetenv) on first use; its
 // problems are logged then. Thread-safe.
 const Config& GetConfig();

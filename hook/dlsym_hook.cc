@@ -10,6 +10,7 @@
 
 #include "hook/api_table.h"
 #include "hook/config.h"
+#include "hook/process_start.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
 #include "hook/wrapper.h"
@@ -29,12 +30,14 @@ void* DlsymDriverSymbol(void* handle, const char* name, const void* caller) {
   if (InHook() || InDriverCall()) return real(handle, name);
   HookScope in_hook;
   void* result = real(handle, name);
-  if (result == nullptr || GetConfig().mode == Mode::kOff) return result;
-  const std::optional<ApiId> id = FindApiBySymbol(name);
-  if (!id.has_value()) return result;
   // The driver's own lookups, and names that resolve outside libcuda (our own exports found
-  // through RTLD_DEFAULT, another library's symbol), are left alone.
-  if (AddressIsInDriver(caller) || !AddressIsInDriver(result)) return result;
+  // through RTLD_DEFAULT, another library's symbol), are left alone; they are no use of CUDA yet
+  // (a program probing whether CUDA is there), so gpuprio does not start for them.
+  if (result == nullptr || AddressIsInDriver(caller) || !AddressIsInDriver(result)) return result;
+  // Any driver function counts, intercepted or not (cuInit is the usual first).
+  NoteCudaUse();
+  const std::optional<ApiId> id = FindApiBySymbol(name);
+  if (!id.has_value() || GetConfig().mode == Mode::kOff) return result;
   return WrapperFor(*id, CallPath::kDlsym);
 }
 

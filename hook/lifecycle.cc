@@ -1,23 +1,21 @@
-// Process lifecycle: configuration and environment checks at load (and the start line `gpuprio run`
-// asks for), the counts of suppressed log lines and the call and priority summary at exit, fork
-// handlers.
-// The constructor makes no CUDA call (another library may not even have loaded libcuda yet).
+// Process lifecycle: the library's constructor, the counts of suppressed log lines and the call and
+// priority summary at exit, fork handlers.
+// The constructor only registers the exit and fork handlers: most processes that load the library
+// never use CUDA, and everything else waits for the first use (hook/process_start.h). It makes no
+// CUDA call (another library may not even have loaded libcuda yet).
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
-#include "cupti_tracer/trace_path_pattern.h"
+#include "absl/strings/str_format.h"
 #include "hook/call_counters.h"
-#include "scheduler/base/abseil_fork_safety.h"
 #include "hook/config.h"
 #include "hook/param_layout_cache.h"
+#include "hook/process_start.h"
 #include "hook/real_driver.h"
 #include "hook/scheduler_bridge.h"
-#include "scheduler/base/env_reader.h"
 #include "scheduler/base/env_vars.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
@@ -43,37 +41,20 @@ void LogCallSummary() {
   }
 }
 
-// One line saying how gpuprio runs, when GPUPRIO_ANNOUNCE=1: `gpuprio run` sets it, so its user
-// sees that gpuprio is in the process, while a plain LD_PRELOAD stays quiet.
-void Announce(const Config& config) {
-  EnvReader env(GpuprioGetenv);
-  bool announce = false;
-  env.ReadChoice<bool>("GPUPRIO_ANNOUNCE", {{"0", false}, {"1", true}}, "not announcing",
-                       &announce);
-  for (const std::string& problem : env.TakeProblems()) Log(LogLevel::kError, problem);
-  if (!announce) return;
-  const char* priority_name = config.default_priority == 1    ? "high"
-                              : config.default_priority == 0  ? "normal"
-                              : config.default_priority == -1 ? "low"
-                                                              : nullptr;
-  const std::string priority =
-      priority_name != nullptr ? priority_name : std::to_string(config.default_priority);
-  // The file this process's tracer will write: the pattern expanded as the tracer expands it, so
-  // each process of a multi-process job names its own file. The tracer reports any placeholder
-  // that did not expand when it starts; saying it here too would say it twice.
-  const std::optional<absl::string_view> pattern = env.Get("GPUPRIO_TRACE");
-  const std::string trace =
-      pattern.has_value()
-          ? tracer::ExpandTracePath(*pattern, tracer::CurrentTracePathContext(), GpuprioGetenv)
-                .path
-          : "none";
-  // At the error level, which every GPUPRIO_LOG shows: the user asked for this line.
-  Logf(LogLevel::kError, "pid %d mode=%s priority=%s budget=%dus trace=%s version=%s", getpid(),
-       ModeName(config.mode), priority, config.budget_ns / 1000, Escaped(trace), base::kVersion);
-}
-
-// Registered first, so it runs after the scheduler's exit handler has issued the last work.
+// Registered first, so it runs after the scheduler's exit handler has issued the last work. A
+// process that never used CUDA says nothing, except at GPUPRIO_LOG=debug, where one line tells
+// that gpuprio was loaded and stayed idle (is gpuprio in that process at all?).
 void AtExit() {
+  if (!CudaUsedInThisProcess()) {
+    // GPUPRIO_LOG is read here, not at load: the rest of the configuration was never parsed, and
+    // a bad value is not reported by a process gpuprio did nothing in.
+    const LogLevel level =
+        GpuprioStarted() ? GetLogLevel() : LogLevelFromEnvironment(GpuprioGetenv);
+    if (level >= LogLevel::kDebug) {
+      LogUnfiltered(LogLevel::kDebug, absl::StrFormat("pid %d made no CUDA call", getpid()));
+    }
+    return;
+  }
   LogSuppressedCounts();
   LogCallSummary();
 }
@@ -83,29 +64,30 @@ void AtExit() {
 // cache is locked across the fork (so no update is half done), a driver resolve or scheduler
 // creation that another thread had begun is started again by the child, and the parent's
 // scheduler is abandoned. None of the handlers makes a CUDA call.
-void PrepareFork() { LockParamLayoutsForFork(); }
-void ParentAfterFork() { UnlockParamLayoutsInParent(); }
+// Before the start (hook/process_start.h) none of that state exists, and a fork costs one
+// uncontended lock: the start's gate, held across the fork so that the start is never half done
+// in the child, and so that whether it happened cannot change between the handlers.
+void PrepareFork() {
+  LockStartForFork();
+  if (GpuprioStarted()) LockParamLayoutsForFork();
+}
+void ParentAfterFork() {
+  if (GpuprioStarted()) UnlockParamLayoutsInParent();
+  UnlockStartInParent();
+}
 void ChildAfterFork() {
-  ResetParamLayoutsInChild();
-  RestartUnfinishedResolveInChild();
-  AbandonSchedulerInChild();
-  ResetCallCounts();
+  if (GpuprioStarted()) {
+    ResetParamLayoutsInChild();
+    RestartUnfinishedResolveInChild();
+    AbandonSchedulerInChild();
+    ResetCallCounts();
+  }
+  UnlockStartInChild();
 }
 
 __attribute__((constructor)) void InitializeGpuprio() {
-  base::InitializeAbseilLazyState();  // before any thread of gpuprio's can race a fork with it
-  const Config& config = GetConfig();  // a bad GPUPRIO_* value is reported now, once
-  // A setting not honoured is reported at the level of a bad value, whatever GPUPRIO_LOG says.
-  for (const std::string& warning : ProcessEnvironmentWarnings()) Log(LogLevel::kError, warning);
-  Announce(config);
   std::atexit(AtExit);
   pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
-  // Abseil's debug-build deadlock detector takes one global spinlock inside every blocking Mutex
-  // operation; a fork while another thread holds it leaves it held in the child, whose first
-  // Mutex operation then never returns (about 1 fork in 200 under load in the fork-while-working
-  // test). Optimised builds (NDEBUG) have no detector; debug and sanitizer builds now behave the
-  // same way.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 }  // namespace

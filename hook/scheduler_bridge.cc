@@ -10,6 +10,7 @@
 #include "cupti_tracer/tracer_factory.h"
 #include "hook/api_table.h"
 #include "hook/config.h"
+#include "hook/process_start.h"
 #include "hook/real_driver.h"
 #include "scheduler/coordinator/segment_registry.h"
 #include "hook/thread_state.h"
@@ -50,6 +51,9 @@ void StopDispatchersAtExit() {
 ABSL_CONST_INIT std::atomic<bool> g_in_forked_child{false};
 
 void CreateScheduler() {
+  // Reached through a use of CUDA, which started gpuprio already, or through the C API's stats:
+  // the scheduler's threads must not start before Abseil's lazy state is initialised.
+  StartGpuprio();
   const Config& config = GetConfig();
   if (config.mode != Mode::kSchedule) return;
   if (!ResolveRealDriver()) return;

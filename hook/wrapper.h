@@ -9,6 +9,7 @@
 #include "hook/api_table.h"
 #include "hook/call_counters.h"
 #include "hook/all_interceptors.h"
+#include "hook/process_start.h"
 #include "hook/real_driver.h"
 #include "hook/thread_state.h"
 
@@ -21,6 +22,7 @@ template <ApiId kId, CallPath kPath, typename... Args>
 struct Wrapper<kId, kPath, CUresult(CUDAAPI*)(Args...)> {
   static CUresult CUDAAPI Call(Args... args) {
     using Real = CUresult(CUDAAPI*)(Args...);
+    NoteCudaUse();  // the process's first call starts gpuprio (process_start.h)
     const auto real = reinterpret_cast<Real>(RealEntry(kId));
     // The installed driver lacks this ABI; only reachable through an exported symbol.
     if (real == nullptr) return CUDA_ERROR_NOT_FOUND;

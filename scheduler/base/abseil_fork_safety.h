@@ -10,8 +10,10 @@
 
 namespace gpuprio::base {
 
-// Call from a library constructor (no thread of the library runs yet). Takes about a microsecond
-// and makes no system call beyond reading the CPU count and the clock.
+// Call before any thread of the library runs, with forks held off (hook/process_start.cc does, at
+// the process's first CUDA call). Reads the CPU count and the clock; where the kernel gives no
+// TSC frequency, Abseil calibrates the cycle clock by sleeping about 3 ms, which is why this is
+// not done when the library loads.
 inline void InitializeAbseilLazyState() {
   // The spin and sleep limits of a contended absl::Mutex (and the CPU count they are computed
   // from): first computed by whichever thread first contends a Mutex. A fork then left the

@@ -1,6 +1,7 @@
 // Tests of the user-facing tools, run as subprocesses: tools/cli/gpuprio (with env_dump as the
 // child it launches) and tools/python/gpuprio.py (through tests/tools/gpuprio_py_test.py).
-// No GPU is involved: env_dump makes no CUDA call, it only reports what it was started with.
+// No GPU is involved: env_dump reports what it was started with, and makes one CUDA call to the
+// fake driver only where a test gives it ENV_DUMP_LIBCUDA (UsingCuda).
 #include <link.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ std::string RunfileOrFail(absl::string_view path) {
 std::string Cli() { return RunfileOrFail("tools/cli/gpuprio"); }
 std::string Lib() { return RunfileOrFail("hook/libgpuprio.so"); }
 std::string EnvDump() { return RunfileOrFail("tests/tools/env_dump"); }
+std::string FakeDriver() { return RunfileOrFail("tests/fake_cuda/libcuda.so.1"); }
 
 // The first line of the repository's VERSION file, the one source of the product's version.
 std::string VersionFile() {
@@ -60,6 +62,13 @@ std::string AsanOptions(absl::string_view extra = "") {
 // The environment every CLI run gets on top of the test's own.
 Env BaseEnv() {
   return {{"LD_PRELOAD", kExistingPreload}, {"ASAN_OPTIONS", AsanOptions()}};
+}
+
+// `env` for an env_dump that uses CUDA (one call to the fake driver): the library starts, and says
+// what it says, only in a process that does.
+Env UsingCuda(Env env) {
+  env.emplace_back("ENV_DUMP_LIBCUDA", FakeDriver());
+  return env;
 }
 
 gpuprio_test::ProcessResult Run(const std::vector<std::string>& argv, const Env& env) {
@@ -323,12 +332,12 @@ TEST_CASE("gpuprio --version prints the VERSION file's version", "[cli]") {
 TEST_CASE("The library's exit summary names its version", "[cli]") {
   const auto result = Run({Cli(), "run", "--lib", PreloadLib(), "--mode", "passthrough", "--log",
                            "info", "--", EnvDump()},
-                          BaseEnv());
+                          UsingCuda(BaseEnv()));
   INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
   REQUIRE(result.exit_code == 0);
   CHECK(absl::StrContains(result.stderr_text,
                           absl::StrCat(" mode=passthrough version=", VersionFile(), "\n")));
-  CHECK(absl::StrContains(result.stderr_text, "gpuprio: call summary: pid="));
+  CHECK(absl::StrContains(result.stderr_text, "gpuprio: info: call summary: pid="));
 }
 
 TEST_CASE("Under gpuprio run the library says once at start how it runs; plain preload is quiet",
@@ -336,23 +345,38 @@ TEST_CASE("Under gpuprio run the library says once at start how it runs; plain p
   const std::string lib = PreloadLib();
   const auto result = Run({Cli(), "run", "--lib", lib, "--mode", "passthrough", "--priority",
                            "low", "--budget-us", "700", "--log", "error", "--", EnvDump()},
-                          BaseEnv());
+                          UsingCuda(BaseEnv()));
   INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
   REQUIRE(result.exit_code == 0);
+  CHECK(Field(result, "cuda_call") == "0");
   const std::string pid = Field(result, "pid");
-  const std::string line =
-      absl::StrCat("gpuprio: pid ", pid, " mode=passthrough priority=low budget=700us trace=none");
+  const std::string line = absl::StrCat("gpuprio: info: pid ", pid,
+                                        " mode=passthrough priority=low budget=700us trace=none");
   CHECK(absl::StrContains(result.stderr_text, line));
   CHECK(Lines(result.stderr_text).size() == 1);
 
-  Env plain = BaseEnv();
+  Env plain = UsingCuda(BaseEnv());
   plain[0].second = absl::StrCat(lib, ":", kExistingPreload);
   plain.emplace_back("GPUPRIO_MODE", "passthrough");
   const auto quiet = Run({EnvDump()}, plain);
   INFO("plain stderr: " << quiet.stderr_text);
   REQUIRE(quiet.exit_code == 0);
   CHECK(Field(quiet, "gpuprio_mode") == "passthrough");  // the library was there
+  CHECK(Field(quiet, "cuda_call") == "0");
   CHECK(quiet.stderr_text.empty());
+}
+
+TEST_CASE("Under gpuprio run a program that makes no CUDA call gets no line from the library",
+          "[cli]") {
+  // The launcher's own shell and every process it starts load the library; only those that use
+  // CUDA say anything, and this one uses none, even at --log info.
+  const auto result = Run({Cli(), "run", "--lib", PreloadLib(), "--log", "info", "--", "/bin/sh",
+                           "-c", absl::StrCat("/bin/true && ", EnvDump())},
+                          BaseEnv());
+  INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
+  REQUIRE(result.exit_code == 0);
+  CHECK(Field(result, "gpuprio_mode") == "schedule");  // the library was there
+  CHECK(result.stderr_text.empty());
 }
 
 TEST_CASE("The start line names the file this process's trace goes to, its pattern expanded",
@@ -365,13 +389,14 @@ TEST_CASE("The start line names the file this process's trace goes to, its patte
   const auto result =
       Run({Cli(), "run", "--lib", PreloadLib(), "--mode", "passthrough", "--trace",
            dir + "/trace_%p_%q{TRACE_TEST_RANK}.json", "--", EnvDump()},
-          env);
+          UsingCuda(env));
   INFO("stdout: " << result.stdout_text << "\nstderr: " << result.stderr_text);
   REQUIRE(result.exit_code == 0);
   const std::string pid = Field(result, "pid");
   CHECK(absl::StrContains(
       result.stderr_text,
-      absl::StrCat("gpuprio: pid ", pid, " mode=passthrough priority=normal budget=2000us trace=",
+      absl::StrCat("gpuprio: info: pid ", pid,
+                   " mode=passthrough priority=normal budget=2000us trace=",
                    dir, "/trace_", pid, "_3.json version=")));
   CHECK(Lines(result.stderr_text).size() == 1);
 }

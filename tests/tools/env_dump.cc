@@ -2,6 +2,9 @@
 // GPUPRIO_* variable (sorted), and what the C API answers when the library is loaded (found
 // through dlsym(RTLD_DEFAULT), as applications should): "gpuprio_get_thread_priority=absent" etc.
 // otherwise. Exits with argv[1] when given, so tests can check that exit codes pass through.
+// With ENV_DUMP_LIBCUDA=PATH (a driver, the fake one in tests) it then makes one CUDA call, cuInit
+// looked up with dlsym on the driver's handle as the CUDA runtime does, and prints "cuda_call=N"
+// (its CUresult): a process that uses CUDA, for what gpuprio says only then.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -52,5 +55,12 @@ int main(int argc, char** argv) {
   std::printf("gpuprio_mode=%s\n", mode == nullptr ? "absent" : mode());
   const StringFn version = Lookup<StringFn>("gpuprio_version");
   std::printf("gpuprio_version=%s\n", version == nullptr ? "absent" : version());
+  if (const char* libcuda = std::getenv("ENV_DUMP_LIBCUDA")) {
+    void* driver = dlopen(libcuda, RTLD_NOW | RTLD_GLOBAL);
+    using InitFn = int (*)(unsigned);
+    const auto init =
+        driver != nullptr ? reinterpret_cast<InitFn>(dlsym(driver, "cuInit")) : nullptr;
+    std::printf("cuda_call=%d\n", init != nullptr ? init(0) : -1);
+  }
   return argc > 1 ? std::atoi(argv[1]) : 0;
 }
