@@ -69,6 +69,8 @@ void CreateScheduler() {
   d.event_record = reinterpret_cast<decltype(d.event_record)>(RealEntry(ApiId::k_cuEventRecord));
   d.event_query = reinterpret_cast<decltype(d.event_query)>(RealEntry(ApiId::k_cuEventQuery));
   d.event_elapsed_time = DriverHelper<HelperId::k_cuEventElapsedTime>();
+  d.event_synchronize =
+      reinterpret_cast<decltype(d.event_synchronize)>(RealEntry(ApiId::k_cuEventSynchronize));
   d.event_destroy =
       reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
   d.device_get_uuid = DriverHelper<HelperId::k_cuDeviceGetUuid>();

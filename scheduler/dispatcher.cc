@@ -29,6 +29,13 @@ namespace {
 // launches under MPS. It is also the sleep of a twin with twice that much work queued behind its
 // running op, which no late notice can idle.
 constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
+// The longest sleep on another process's level (ParkHeldOnPeers): what may end such a hold
+// without a level being lowered -- the holder dying or stopping, a submit window closing -- is
+// noticed this much later at most. A hundred wake-ups a second at most while held.
+constexpr int64_t kHeldOnPeersParkNs = 10'000'000;
+// The longest park while the watcher waits for this process's work that others wait on: the
+// heartbeat's beat, and the bound on a wake-up lost in the driver.
+constexpr int64_t kWatchedParkNs = 10'000'000;
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -59,7 +66,17 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       coordinator_(std::move(coordinator)),
       directory_(directory),
       estimates_(options.default_estimate_ns) {
+  if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
+    watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
+                                                   driver_.event_synchronize,
+                                                   driver_.on_dispatcher_thread_start,
+                                                   &Dispatcher::WakeFromWatcher, this);
+  }
   Start();
+}
+
+void Dispatcher::WakeFromWatcher(void* dispatcher) {
+  static_cast<Dispatcher*>(dispatcher)->Wake();
 }
 
 Dispatcher::~Dispatcher() { Stop(); }
@@ -115,6 +132,10 @@ void Dispatcher::Submit(Op* op) {
 
 void Dispatcher::Wake() {
   wake_requested_.store(true, std::memory_order_seq_cst);
+  // Read after the request is set; ParkHeldOnPeers sets the flag before it reads the request
+  // (all seq_cst): either it sees the request and does not sleep, or it is woken here. The word
+  // is the segment's, so the other processes sleeping on it wake too, look, and sleep again.
+  if (futex_parked_.load(std::memory_order_seq_cst)) coordinator_->WakeDropSleepers();
   absl::MutexLock lock(&mu_);
   wake_cv_.Signal();
 }
@@ -148,7 +169,8 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // launches for the driver. Lists, then reads long_park_; ParkIdle sets long_park_, then
     // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
     if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst) &&
-        (long_park_.load(std::memory_order_seq_cst) || AnyPeerHeld())) {
+        (long_park_.load(std::memory_order_seq_cst) ||
+         futex_parked_.load(std::memory_order_seq_cst) || AnyPeerHeld())) {
       Wake();
     }
   }
@@ -229,6 +251,7 @@ void Dispatcher::Run() {
   last_progress_ns_ = SteadyNowNs();
   for (;;) {
     peers_held_this_round_ = -1;
+    if (coordinator_ != nullptr) peer_drops_seen_ = coordinator_->PeerDrops();
     const bool drained = DrainInbox() != kNoPriority;
     // Before anything is admitted: work clients issued themselves counts as in flight.
     if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
@@ -326,6 +349,27 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // Held while other processes are attached (by them, or for a budget their level set): the
   // GPU idles for both until the change is noticed, so it is polled more often.
   const bool peers = coordinator_ != nullptr && coordinator_->PeersPresent();
+  // ...unless only another process can end the hold: a level of theirs above the held op, and
+  // nothing of this process in flight whose end could change the verdict. Then the thread
+  // sleeps until a process lowers its level (the segment's futex word), bounded by the hold
+  // bound of the oldest held op and by kHeldOnPeersParkNs (what else may end the hold is time:
+  // a peer that dies or stops, a submit window that closes).
+  if (peers && tracking_.empty() && direct_head_.load(std::memory_order_seq_cst) == nullptr &&
+      held_priority_ != kNoPriority &&
+      coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
+              .highest_active > held_priority_) {
+    int64_t timeout = kHeldOnPeersParkNs;
+    if (options_.max_hold_ns != 0) {
+      for (const StreamQueue* q : active_) {
+        const int64_t since = q->pending.front()->held_since_ns;
+        if (since != 0) {
+          timeout = std::min(timeout, since + static_cast<int64_t>(options_.max_hold_ns) - now);
+        }
+      }
+    }
+    *backoff_ns = 0;
+    return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
+  }
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
@@ -353,14 +397,55 @@ bool Dispatcher::ParkHeld(int64_t timeout_ns) {
   return urgent;
 }
 
+bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
+  const int64_t deadline = SteadyNowNs() + timeout_ns;
+  park_floor_.store(held_priority_, std::memory_order_seq_cst);
+  parked_.store(true, std::memory_order_seq_cst);
+  futex_parked_.store(true, std::memory_order_seq_cst);
+  CountActivity(sleeps_);
+  bool urgent = false;
+  for (;;) {
+    // Submit pushes, then reads parked_ and the floor (seq_cst): work above the held op pushed
+    // before the flags were set is drained here, work pushed after wakes the thread (Wake).
+    if (!inbox_.Empty() && DrainInbox() > held_priority_) {
+      urgent = true;
+      break;
+    }
+    if (stop_.load(std::memory_order_seq_cst) ||
+        wake_requested_.load(std::memory_order_seq_cst) ||
+        direct_head_.load(std::memory_order_seq_cst) != nullptr) {
+      break;
+    }
+    const int64_t left = deadline - SteadyNowNs();
+    if (left <= 0) break;
+    // A level lowered since this round looked at the peers: look again.
+    if (coordinator_->PeerDrops() != peer_drops_seen_) break;
+    if (!coordinator_->WaitForPeerDrop(peer_drops_seen_, left)) break;
+    if (coordinator_->PeerDrops() != peer_drops_seen_) break;
+  }
+  futex_parked_.store(false, std::memory_order_seq_cst);
+  parked_.store(false, std::memory_order_seq_cst);
+  park_floor_.store(kNoPriority, std::memory_order_seq_cst);
+  const bool woken = wake_requested_.exchange(false, std::memory_order_seq_cst);
+  return woken || urgent;
+}
+
 void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   const int64_t now = SteadyNowNs();
   PublishToPeers(now, /*held=*/false);
   if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent() &&
       coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
           .any_held) {
-    // Other processes wait on this work: its end is polled (sleeps growing to
-    // options.peer_poll_ns), so the level is withdrawn soon after the GPU finishes it.
+    // Other processes wait on this work: the watcher sleeps until the GPU reaches its end and
+    // wakes this thread, which then withdraws the level. The park's timeout is a safety net
+    // (and the heartbeat's beat).
+    if (WatchInFlight()) {
+      *rounds = 0;
+      *backoff_ns = 0;
+      Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
+      return;
+    }
+    // Without a watcher its end is polled (sleeps growing to options.peer_poll_ns).
     constexpr int64_t kMinPollNs = 10'000;
     const int64_t max_poll_ns =
         std::max(kMinPollNs, static_cast<int64_t>(options_.peer_poll_ns));
@@ -385,6 +470,38 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   long_park_.store(true, std::memory_order_seq_cst);
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
   long_park_.store(false, std::memory_order_seq_cst);
+}
+
+bool Dispatcher::WatchInFlight() {
+  if (watcher_ == nullptr) return false;
+  if (!watcher_->Idle()) return true;
+  CUevent events[CompletionWatcher::kMaxEvents];
+  size_t count = 0;
+  CUcontext context = nullptr;
+  for (StreamQueue* q : tracking_) {
+    if (q->in_flight.empty()) continue;
+    // The watcher waits in one context (an event may be waited on from any of its device's
+    // contexts, but the thread needs one current).
+    if (count == CompletionWatcher::kMaxEvents ||
+        (context != nullptr && q->state->context != context)) {
+      return false;
+    }
+    context = q->state->context;
+    if (SetContext(context) != CUDA_SUCCESS) return false;
+    absl::MutexLock lock(&record_mu_);
+    if (IsDestroyed(q->state)) return false;
+    if (q->watch_event == nullptr &&
+        driver_.event_create(&q->watch_event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) !=
+            CUDA_SUCCESS) {
+      q->watch_event = nullptr;
+      return false;
+    }
+    if (driver_.event_record(q->watch_event, Location(q)) != CUDA_SUCCESS) return false;
+    events[count++] = q->watch_event;
+  }
+  if (count == 0) return false;
+  CountActivity(watches_);
+  return watcher_->Watch(context, absl::MakeConstSpan(events, count));
 }
 
 void Dispatcher::SpinForWork(uint64_t duration_ns) {
@@ -1238,6 +1355,9 @@ void Dispatcher::CollectReleasedStreams() {
     std::vector<CUevent> events = std::move(q.free_events);
     for (const CompletionMark& m : q.marks) events.push_back(m.event);
     if (q.last_completed != nullptr) events.push_back(q.last_completed);
+    // The watcher may still wait on it: the driver frees an event being waited on once the wait
+    // ends.
+    if (q.watch_event != nullptr) events.push_back(q.watch_event);
     SetContext(s->context);
     for (CUevent e : events) driver_.event_destroy(e);
     if (q.tracked) tracking_.erase(std::find(tracking_.begin(), tracking_.end(), &q));

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scheduler/admission_policy.h"
+#include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
 #include "scheduler/driver_functions.h"
@@ -180,6 +181,9 @@ class Dispatcher {
     std::deque<InFlight> in_flight;
     std::deque<CompletionMark> marks;
     CUevent last_completed = nullptr;  // kept for the next elapsed-time measurement
+    // Recorded behind its work when other processes wait for it (WatchInFlight): a blocking-sync
+    // event the watcher sleeps on. Created on first use.
+    CUevent watch_event = nullptr;
     std::vector<CUevent> free_events;  // created in this stream's context
     int ops_since_mark = 0;
     int64_t last_mark_ns = 0;  // when its latest completion mark was recorded
@@ -220,6 +224,18 @@ class Dispatcher {
   // ending the sleep (and its client does not wake this thread). True when work above it was
   // queued.
   bool ParkHeld(int64_t timeout_ns);
+  // ParkHeld for a hold that only another process can end (its level is above the held op, and
+  // nothing of this process is in flight): sleeps on the segment's level-drop word until a
+  // process lowers its level, work above the held op is submitted, a wake-up is asked for, or
+  // `timeout_ns` passes. No polling: a held process costs no CPU while it waits.
+  bool ParkHeldOnPeers(int64_t timeout_ns);
+  // Other processes wait on this one's work in flight: a watch event behind it on each stream,
+  // handed to the watcher, whose wake-up ends the park. True when a watch covers work in flight
+  // (this one, or an earlier one still waiting: its end wakes the thread, which watches again);
+  // false where none can (no watcher, too many streams or contexts, a driver error): then the
+  // work's end is polled.
+  bool WatchInFlight();
+  static void WakeFromWatcher(void* dispatcher);
   // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
   // client issued directly), or `timeout` passes, or a wake-up is asked for (Wake); true in the
   // last case.
@@ -353,12 +369,15 @@ class Dispatcher {
   // While the dispatcher sleeps in ParkHeld: the held op's priority. A client's op at or below it
   // does not wake the dispatcher (it could not be issued first); otherwise kNoPriority.
   std::atomic<int> park_floor_{kNoPriority};
+  // While the dispatcher sleeps in ParkHeldOnPeers: Wake must wake it through the segment's word.
+  std::atomic<bool> futex_parked_{false};
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> direct_marks_{0};
   std::atomic<uint64_t> mark_queries_{0};
+  std::atomic<uint64_t> watches_{0};  // watches handed to the watcher
   // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
   std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
@@ -387,6 +406,9 @@ class Dispatcher {
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;
+  // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
+  // uses, so it is gone before they are.
+  std::unique_ptr<CompletionWatcher> watcher_;
 
   // Streams the application destroyed, waiting for the dispatcher to let go of them, and states
   // it has let go of, ready for reuse by another stream of this device.
@@ -396,6 +418,8 @@ class Dispatcher {
   std::atomic<bool> has_released_{false};
 
   // Dispatcher thread only.
+  // The segment's level-drop count when this round began (before it looked at the peers).
+  uint32_t peer_drops_seen_ = 0;
   // Node-based: active_ and tracking_ hold pointers to the queues.
   absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops

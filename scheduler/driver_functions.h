@@ -25,6 +25,8 @@ struct DriverFunctions {
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  // Optional: without it, a process that others wait on polls its work's end (CompletionWatcher).
+  CUresult (*event_synchronize)(CUevent) = nullptr;
   // Optional: without it there is no coordination across processes (the GPU's UUID names it).
   CUresult (*device_get_uuid)(CUuuid*, CUdevice) = nullptr;
   // Optional: spatial isolation (green contexts, CUDA 12.4+); without them it is off. The stream

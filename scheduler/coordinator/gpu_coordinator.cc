@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "scheduler/base/atomic_max.h"
 #include "scheduler/base/clock.h"
+#include "scheduler/base/futex.h"
 #include "scheduler/base/logging.h"
 
 namespace gpuprio::coordinator {
@@ -307,14 +308,40 @@ void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
   }
 }
 
+void GpuCoordinator::SetActive(int priority) {
+  const int before = slot_->active_priority.exchange(priority, std::memory_order_seq_cst);
+  if (priority < before) WakeDropSleepers();
+}
+
+void GpuCoordinator::WakeDropSleepers() const {
+  SegmentHeader& header = segment_->header();
+  // Bumped before the sleepers are counted (both seq_cst), and a sleeper counts itself before
+  // the kernel compares the word: either it sees the new value and does not sleep, or it is
+  // counted here and woken.
+  header.level_drops.fetch_add(1, std::memory_order_seq_cst);
+  if (header.drop_sleepers.load(std::memory_order_seq_cst) != 0) {
+    base::FutexWakeAll(&header.level_drops);
+  }
+}
+
+bool GpuCoordinator::WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const {
+  if (released_.load(std::memory_order_relaxed)) return false;
+  SegmentHeader& header = segment_->header();
+  header.drop_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  base::FutexWait(&header.level_drops, seen, timeout_ns);
+  header.drop_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
+}
+
 void GpuCoordinator::Release() {
   if (released_.load(std::memory_order_relaxed) || slot_ == nullptr) return;
   released_.store(true, std::memory_order_relaxed);
-  slot_->active_priority.store(kNoPriority, std::memory_order_seq_cst);
+  const int before = slot_->active_priority.exchange(kNoPriority, std::memory_order_seq_cst);
   uint64_t word = slot_word_;
   slot_->state_word.compare_exchange_strong(
       word, SlotWord(SlotWordGeneration(slot_word_), kSlotFree), std::memory_order_acq_rel);
   segment_->UnlockSlot(slot_index_);
+  if (before != kNoPriority) WakeDropSleepers();
 }
 
 }  // namespace gpuprio::coordinator

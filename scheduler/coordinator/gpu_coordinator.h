@@ -60,8 +60,9 @@ class GpuCoordinator {
   // whose heartbeat has not changed for kStaleHeartbeatNs of that clock is skipped: a stopped or
   // wedged process must not hold the GPU for ever.
   PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor) const;
-  // The highest level this process has active, as the dispatcher counts it.
-  void SetActive(int priority) { slot_->active_priority.store(priority, std::memory_order_seq_cst); }
+  // The highest level this process has active, as the dispatcher counts it. Lowering it wakes
+  // the processes sleeping in WaitForPeerDrop.
+  void SetActive(int priority);
   int Active() const { return slot_->active_priority.load(std::memory_order_seq_cst); }
   void PublishQueue(int64_t ops, int64_t estimated_ns);
   void PublishInFlight(int64_t ops, int64_t estimated_ns);
@@ -74,6 +75,18 @@ class GpuCoordinator {
   void Maintain(int64_t now_ns, int64_t interval_ns);
   // At exit: nothing active, the slot free.
   void Release();
+
+  // Sleeping while held back by other processes, instead of polling their slots. PeerDrops is
+  // read before the peers' levels are looked at; WaitForPeerDrop then sleeps until some process
+  // lowers a level after that read (or WakeDropSleepers is called), or `timeout_ns` passes.
+  // False, without sleeping, when this process no longer coordinates.
+  uint32_t PeerDrops() const {
+    return segment_->header().level_drops.load(std::memory_order_seq_cst);
+  }
+  bool WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const;
+  // Wakes every process sleeping in WaitForPeerDrop on this GPU (a level was lowered, or this
+  // process's own sleeping dispatcher has to wake up: the others look and sleep again).
+  void WakeDropSleepers() const;
 
   const DeviceSegment& segment() const { return *segment_; }
   uint32_t slot_index() const { return slot_index_; }

@@ -71,7 +71,15 @@ struct SegmentHeader {
   // needs to look at no slot to know that nothing more important is active.
   std::atomic<int32_t> priority_high_water;
   std::atomic<uint32_t> claims;  // bumped on every slot claim: peers' lists are stale
-  char reserved[kHeaderBytes - 56];
+  // Bumped by a process each time it lowers or withdraws its active level (and when it releases
+  // its slot): a dispatcher held back by another process sleeps on this word (a futex) until it
+  // changes, instead of polling the slots. Any process may bump it; a bump only wakes sleepers.
+  std::atomic<uint32_t> level_drops;
+  // How many threads sleep on level_drops: a process lowering its level makes the wake-up call
+  // only when some do. A hint (a sleeper killed in its sleep leaves it raised: one needless call
+  // per drop, nothing worse).
+  std::atomic<uint32_t> drop_sleepers;
+  char reserved[kHeaderBytes - 64];
 };
 
 struct ProcessSlot {
@@ -110,6 +118,7 @@ struct ProcessSlot {
 };
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(offsetof(SegmentHeader, level_drops) == 56);
 static_assert(sizeof(ProcessSlot) == kSlotBytes);
 static_assert(offsetof(ProcessSlot, delay_histogram) == 144);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -15,7 +15,15 @@
 //       READY_FILE.progress, until STOP_FILE exists (at most 60 s); prints "issue T" for every
 //       cuLaunchKernel the fake driver received (T: when the call began, from any thread), then
 //       "kernels N confined C" (PrintConfined).
+//   coord_client hold high|low READY_FILE KERNEL_US
+//       what holding costs. high: one sleep kernel of KERNEL_US, READY_FILE created once its
+//       launch returned (its level is published), then its end awaited with a stream query every
+//       2 ms. low: waits for READY_FILE, then one 10 us kernel, awaited the same way. Each prints
+//       "cpu_ns C wall_ns W start_ns S end_ns E": the process's CPU time (all threads) and the
+//       wall time from just after the launch (high) or just before it (low) to the kernel's end
+//       seen by the query, and when its kernel ran on the fake device (CLOCK_MONOTONIC).
 #include <cuda.h>
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -144,9 +152,56 @@ int Stream(char** argv) {
   return 0;
 }
 
+int64_t ProcessCpuNs() {
+  rusage u{};
+  Check(getrusage(RUSAGE_SELF, &u) == 0, "getrusage");
+  return (int64_t{u.ru_utime.tv_sec} + u.ru_stime.tv_sec) * 1'000'000'000 +
+         (int64_t{u.ru_utime.tv_usec} + u.ru_stime.tv_usec) * 1000;
+}
+
+int Hold(char** argv) {
+  const bool high = std::strcmp(argv[2], "high") == 0;
+  const char* ready = argv[3];
+  const uint64_t kernel_ns = high ? std::strtoull(argv[4], nullptr, 10) * 1000 : 10'000;
+  const sched_client::Driver d = sched_client::InitDriver();
+  CUfunction f = sched_client::Function(d.module, "sleep_ns");
+  CUstream s;
+  CheckCu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  if (!high) {
+    for (int i = 0; i < 60'000 && !Exists(ready); ++i) usleep(1000);
+    Check(Exists(ready), "the high process never got ready");
+  }
+  int64_t wall0 = NowNs();
+  int64_t cpu0 = ProcessCpuNs();
+  Launch(f, s, kernel_ns);
+  if (high) {
+    Touch(ready);
+    wall0 = NowNs();
+    cpu0 = ProcessCpuNs();
+  }
+  CUresult r;
+  while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) usleep(2000);
+  CheckCu(r, "cuStreamQuery");
+  const int64_t wall = NowNs() - wall0;
+  const int64_t cpu = ProcessCpuNs() - cpu0;
+  fakecuda_exec_record e{};
+  bool found = false;
+  for (uint64_t i = fakecuda_exec_count(); i > 0 && !found; --i) {
+    Check(fakecuda_get_exec(i - 1, &e) == 0, "exec log");
+    found = std::strcmp(e.what, "sleep_ns") == 0;
+  }
+  Check(found, "the kernel's execution");
+  std::printf("cpu_ns %lld wall_ns %lld start_ns %lld end_ns %lld\n", static_cast<long long>(cpu),
+              static_cast<long long>(wall), static_cast<long long>(e.start_ns),
+              static_cast<long long>(e.end_ns));
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[1], "hold") == 0) return Hold(argv);
   if (argc == 7 && std::strcmp(argv[1], "burst") == 0) return Burst(argv);
   if (argc == 5 && std::strcmp(argv[1], "stream") == 0) return Stream(argv);
   std::fprintf(stderr, "usage: see coord_client.cc\n");
