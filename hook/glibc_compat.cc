@@ -27,8 +27,8 @@ struct FindState {
   bool found = false;
 };
 
-// One loaded object: does its mapping (first PT_LOAD page to last PT_LOAD page, gaps included, as
-// glibc's l_map_start/l_map_end) hold the address?
+// One loaded object: does its mapping (from the first PT_LOAD's page to the last PT_LOAD's end, gaps
+// included, as glibc's l_map_start and l_map_end) hold the address?
 int FindCallback(struct dl_phdr_info* info, size_t, void* data) {
   auto* state = static_cast<FindState*>(data);
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -39,7 +39,7 @@ int FindCallback(struct dl_phdr_info* info, size_t, void* data) {
     const uintptr_t start = info->dlpi_addr + phdr.p_vaddr;
     if (phdr.p_type == PT_LOAD && phdr.p_memsz > 0) {
       low = std::min(low, start & ~(page - 1));
-      high = std::max(high, (start + phdr.p_memsz + page - 1) & ~(page - 1));
+      high = std::max(high, start + phdr.p_memsz);
     } else if (phdr.p_type == PT_GNU_EH_FRAME) {
       eh_frame = reinterpret_cast<void*>(start);
     }
@@ -155,11 +155,12 @@ __attribute__((visibility("hidden"))) int _dl_find_object(void* address,
 }
 
 // glibc 2.29 made a new default version of log2 (GLIBC_2.29); Abseil's sampling calls it. The
-// GLIBC_2.2.5 one, which every glibc has, returns the same values.
+// GLIBC_2.2.5 one, which every glibc has, returns the same values. log2 is a compiler builtin, whose
+// implicit declaration is not hidden, so the assembler is told (.hidden) instead of the compiler:
+// a log2 that the program exports could otherwise bind log2@GLIBC_2.2.5 back to this one.
 double gpuprio_glibc_log2_2_2_5(double) noexcept;
 __asm__(".symver gpuprio_glibc_log2_2_2_5, log2@GLIBC_2.2.5");
-__attribute__((visibility("hidden"))) double log2(double x) noexcept {
-  return gpuprio_glibc_log2_2_2_5(x);
-}
+__asm__(".hidden log2");
+double log2(double x) noexcept { return gpuprio_glibc_log2_2_2_5(x); }
 
 }  // extern "C"

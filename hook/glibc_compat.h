@@ -15,7 +15,8 @@ namespace gpuprio::glibc_compat {
 
 // _dl_find_object as glibc 2.35 defines it, found with dl_iterate_phdr (what libgcc's unwinder did
 // before GCC 12): fills `result` for the loaded object whose mapping holds `address` (its first
-// and last mapped page, its link map and its PT_GNU_EH_FRAME, nullptr if it has none) and returns
+// page and the end of its last segment, its link map and its PT_GNU_EH_FRAME, nullptr if it has none)
+// and returns
 // 0, or returns -1. The library's _dl_find_object calls glibc's where glibc has one (2.35 and
 // later) and this otherwise.
 int FindObjectFallback(void* address, struct dl_find_object* result);
