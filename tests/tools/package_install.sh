@@ -17,7 +17,9 @@ fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
 unset GPUPRIO_LIB LD_PRELOAD
 
 # Where the binary loads: libstdc++ and libgcc are linked in, so the library needs no libstdc++.so
-# (a conda environment's older one cannot break it) and at most glibc 2.36 (Debian 12).
+# (a conda environment's older one cannot break it), and it is linked against glibc 2.31, so it
+# needs at most glibc 2.28 (//tests/hook:glibc_floor_test checks that in detail) and, from before
+# glibc 2.34 merged them into libc, libpthread, libdl and librt.
 lib="$runfiles/hook/libgpuprio.so"
 needed="$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')"
 echo "libgpuprio.so needs: $needed"
@@ -25,12 +27,12 @@ echo "libgpuprio.so needs: $needed"
 # that build is never what a package ships.
 for n in $needed; do
   case "$n" in
-    libc.so.6|libm.so.6|ld-linux-x86-64.so.2|libz.so.1) ;;
+    libc.so.6|libm.so.6|ld-linux-x86-64.so.2|libz.so.1|libpthread.so.0|libdl.so.2|librt.so.1) ;;
     libasan.so.*|libubsan.so.*) [[ "${BUILD_SANITIZER:-}" == asan ]] ||
       fail "libgpuprio.so needs $n outside an AddressSanitizer build" ;;
     libtsan.so.*) [[ "${BUILD_SANITIZER:-}" == tsan ]] ||
       fail "libgpuprio.so needs $n outside a ThreadSanitizer build" ;;
-    *) fail "libgpuprio.so needs $n (only libc, libm, the loader and zlib are expected)" ;;
+    *) fail "libgpuprio.so needs $n (only glibc's libraries, the loader and zlib are expected)" ;;
   esac
 done
 versions="$(readelf -V --wide "$lib" | sed -n '/Version needs/,$p' | grep -o 'Name: [A-Z_]*[0-9.]*' |
@@ -38,7 +40,11 @@ versions="$(readelf -V --wide "$lib" | sed -n '/Version needs/,$p' | grep -o 'Na
 echo "libgpuprio.so symbol versions: $versions"
 grep -q 'GLIBCXX_\|CXXABI_\|GCC_' <<<"$versions" && fail "libgpuprio.so needs libstdc++/libgcc_s versions"
 highest="$(tr ' ' '\n' <<<"$versions" | sed -n 's/^GLIBC_2\.\([0-9]*\).*/\1/p' | sort -n | tail -n 1)"
-((highest <= 36)) || fail "libgpuprio.so needs GLIBC_2.$highest, more than Debian 12's 2.36"
+# A sanitizer build links against the host's glibc (Debian 12's 2.36); the library a package ships
+# needs at most 2.28.
+floor=28
+[[ -n "${BUILD_SANITIZER:-}" ]] && floor=36
+((highest <= floor)) || fail "libgpuprio.so needs GLIBC_2.$highest, more than glibc 2.$floor"
 
 version="$(head -n 1 "$runfiles/VERSION")"
 

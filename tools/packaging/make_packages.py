@@ -27,8 +27,12 @@ import sys
 import tempfile
 import zipfile
 
-# The glibc the library needs decides the platform tag: the highest GLIBC_x.y it references.
+# The glibc the library needs decides the platform tag and the .deb's libc6 dependency: the
+# highest GLIBC_x.y it references, but never below GLIBC_FLOOR, the oldest glibc gpuprio is built
+# and checked for (2.28, manylinux_2_28; docs/decisions/2026-11-27-glibc-floor.md): the library
+# references nothing above 2.25 today, but nothing older than 2.28 is what the tests hold it to.
 GLIBC_VERSION = re.compile(rb"GLIBC_2\.([0-9]+)")
+GLIBC_FLOOR = 28
 # What the .deb puts in /usr/share/doc/gpuprio (LICENSE goes there as `copyright`).
 DOCS = ("README.md", "docs/user_guide.md", "docs/build.md", "CHANGELOG.md", "NOTICE",
         "THIRD_PARTY_NOTICES.md")
@@ -44,13 +48,14 @@ WHEEL_NOTICES = ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md")
 
 
 def glibc_minor(lib):
-    """The highest glibc 2.x symbol version the library requires (its .gnu.version_r names)."""
+    """N of the glibc 2.N the library is said to need: the highest glibc 2.x symbol version it
+    requires (its .gnu.version_r names), or GLIBC_FLOOR if that is higher."""
     out = subprocess.run(["readelf", "-V", "--wide", lib], check=True, capture_output=True).stdout
     needs = out.split(b"Version needs section", 1)
     minors = [int(m) for m in GLIBC_VERSION.findall(needs[1] if len(needs) > 1 else b"")]
     if not minors:
         raise SystemExit(f"make_packages: {lib} references no GLIBC_2.x version")
-    return max(minors)
+    return max(max(minors), GLIBC_FLOOR)
 
 
 def read(path, mode="r"):
