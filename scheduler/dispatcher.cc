@@ -36,6 +36,16 @@ constexpr int64_t kHeldOnPeersParkNs = 10'000'000;
 // The longest park while the watcher waits for this process's work that others wait on: the
 // heartbeat's beat, and the bound on a wake-up lost in the driver.
 constexpr int64_t kWatchedParkNs = 10'000'000;
+// The watcher's wake-up comes 0.2-0.3 ms after the GPU reaches a blocking-sync event (H100,
+// driver 580), where polling every 50 us notices within 50 us: a wait for this process's own
+// work while other processes are involved is polled for its first kPollWindowNs, and handed to
+// the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
+// may take at most 1/kPollShareDivisor of the time (a budget of up to kPollBudgetCapNs that
+// refills at that rate): a process that waits on its work often, for short waits each, still
+// costs under 10 ms of CPU a second.
+constexpr int64_t kPollWindowNs = 1'000'000;
+constexpr int64_t kPollShareDivisor = 20;
+constexpr int64_t kPollBudgetCapNs = 5'000'000;
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -66,7 +76,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       coordinator_(std::move(coordinator)),
       directory_(directory),
       estimates_(options.default_estimate_ns) {
-  if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
+  if (driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
                                                    driver_.event_synchronize,
                                                    driver_.on_dispatcher_thread_start,
@@ -370,10 +380,22 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     *backoff_ns = 0;
     return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
   }
+  // Held until work of this process in flight ends (its own level's budget, or a more important
+  // level's work): polled for a short while, then left to the watcher (PollWindowOpen).
+  const bool own_work = !tracking_.empty();
+  if (own_work) {
+    if (*rounds == kSpinRounds + 1) poll_wait_since_ns_ = now;
+    if (!PollWindowOpen(now) && WatchInFlight()) {
+      *backoff_ns = 0;
+      return ParkHeld(kWatchedParkNs);
+    }
+  }
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  return ParkHeld(*backoff_ns);
+  const bool urgent = ParkHeld(*backoff_ns);
+  if (own_work) SpendPollBudget(now);
+  return urgent;
 }
 
 bool Dispatcher::ParkHeld(int64_t timeout_ns) {
@@ -436,22 +458,23 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent() &&
       coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
           .any_held) {
-    // Other processes wait on this work: the watcher sleeps until the GPU reaches its end and
-    // wakes this thread, which then withdraws the level. The park's timeout is a safety net
-    // (and the heartbeat's beat).
-    if (WatchInFlight()) {
-      *rounds = 0;
+    // Other processes wait on this work: its end is polled for a short while (sleeps growing
+    // to options.peer_poll_ns), which most waits of a latency-critical job's short kernels do not
+    // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
+    // (PollWindowOpen says why not at once). Either way the level is withdrawn right after.
+    if (++*rounds == 1) poll_wait_since_ns_ = now;
+    if (!PollWindowOpen(now) && WatchInFlight()) {
+      // The timeout is a safety net, and the heartbeat's beat.
       *backoff_ns = 0;
       Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
       return;
     }
-    // Without a watcher its end is polled (sleeps growing to options.peer_poll_ns).
     constexpr int64_t kMinPollNs = 10'000;
     const int64_t max_poll_ns =
         std::max(kMinPollNs, static_cast<int64_t>(options_.peer_poll_ns));
-    ++*rounds;
     *backoff_ns = std::min(max_poll_ns, std::max(kMinPollNs, *backoff_ns * 2));
     Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/true);
+    SpendPollBudget(now);
     return;
   }
   *rounds = 0;
@@ -470,6 +493,18 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   long_park_.store(true, std::memory_order_seq_cst);
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
   long_park_.store(false, std::memory_order_seq_cst);
+}
+
+bool Dispatcher::PollWindowOpen(int64_t now_ns) {
+  if (watcher_ == nullptr) return true;  // nothing else can notice the end
+  poll_budget_ns_ = std::min<int64_t>(
+      kPollBudgetCapNs, poll_budget_ns_ + (now_ns - poll_budget_at_ns_) / kPollShareDivisor);
+  poll_budget_at_ns_ = now_ns;
+  return now_ns - poll_wait_since_ns_ < kPollWindowNs && poll_budget_ns_ > 0;
+}
+
+void Dispatcher::SpendPollBudget(int64_t since_ns) {
+  if (watcher_ != nullptr) poll_budget_ns_ -= SteadyNowNs() - since_ns;
 }
 
 bool Dispatcher::WatchInFlight() {

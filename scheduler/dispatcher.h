@@ -235,6 +235,11 @@ class Dispatcher {
   // false where none can (no watcher, too many streams or contexts, a driver error): then the
   // work's end is polled.
   bool WatchInFlight();
+  // Whether a wait for this process's own work that began at poll_wait_since_ns_ is still in
+  // its polling window (and the polling budget allows it); SpendPollBudget charges the polling
+  // sleep that began at `since_ns` to the budget.
+  bool PollWindowOpen(int64_t now_ns);
+  void SpendPollBudget(int64_t since_ns);
   static void WakeFromWatcher(void* dispatcher);
   // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
   // client issued directly), or `timeout` passes, or a wake-up is asked for (Wake); true in the
@@ -406,8 +411,8 @@ class Dispatcher {
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;
-  // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
-  // uses, so it is gone before they are.
+  // With the driver's cuEventSynchronize. Declared after what its wake-up uses, so it is gone
+  // before they are.
   std::unique_ptr<CompletionWatcher> watcher_;
 
   // Streams the application destroyed, waiting for the dispatcher to let go of them, and states
@@ -420,6 +425,11 @@ class Dispatcher {
   // Dispatcher thread only.
   // The segment's level-drop count when this round began (before it looked at the peers).
   uint32_t peer_drops_seen_ = 0;
+  // The current wait for this process's own work in flight (PollWindowOpen): when it began, and
+  // the polling budget (ns of polling left) as of poll_budget_at_ns_.
+  int64_t poll_wait_since_ns_ = 0;
+  int64_t poll_budget_ns_ = 0;
+  int64_t poll_budget_at_ns_ = 0;
   // Node-based: active_ and tracking_ hold pointers to the queues.
   absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops
