@@ -76,7 +76,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       coordinator_(std::move(coordinator)),
       directory_(directory),
       estimates_(options.default_estimate_ns) {
-  if (driver_.event_synchronize != nullptr) {
+  if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
                                                    driver_.event_synchronize,
                                                    driver_.on_dispatcher_thread_start,
@@ -380,22 +380,13 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     *backoff_ns = 0;
     return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
   }
-  // Held until work of this process in flight ends (its own level's budget, or a more important
-  // level's work): polled for a short while, then left to the watcher (PollWindowOpen).
-  const bool own_work = !tracking_.empty();
-  if (own_work) {
-    if (*rounds == kSpinRounds + 1) poll_wait_since_ns_ = now;
-    if (!PollWindowOpen(now) && WatchInFlight()) {
-      *backoff_ns = 0;
-      return ParkHeld(kWatchedParkNs);
-    }
-  }
+  // Held until work of this process in flight ends: polled. (Not left to the watcher: its late
+  // wake-up idles the GPU between a budget's ops, and the watch events it records on a server
+  // thread's streams compete with that thread's launches: docs/decisions/2026-11-27-held-cpu.md.)
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  const bool urgent = ParkHeld(*backoff_ns);
-  if (own_work) SpendPollBudget(now);
-  return urgent;
+  return ParkHeld(*backoff_ns);
 }
 
 bool Dispatcher::ParkHeld(int64_t timeout_ns) {

@@ -411,8 +411,8 @@ class Dispatcher {
   absl::CondVar wake_cv_;      // dispatcher parks here
   absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;
-  // With the driver's cuEventSynchronize. Declared after what its wake-up uses, so it is gone
-  // before they are.
+  // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
+  // uses, so it is gone before they are.
   std::unique_ptr<CompletionWatcher> watcher_;
 
   // Streams the application destroyed, waiting for the dispatcher to let go of them, and states
