@@ -74,7 +74,7 @@ void CreateScheduler() {
   d.event_destroy =
       reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
   d.device_get_uuid = DriverHelper<HelperId::k_cuDeviceGetUuid>();
-  // Spatial isolation: absent from drivers before CUDA 12.4, which leaves it off.
+  // Spatial isolation: absent from drivers before CUDA 12.5, which leaves it off.
   d.device_get_attribute = DriverHelper<HelperId::k_cuDeviceGetAttribute>();
   d.device_get_dev_resource = DriverHelper<HelperId::k_cuDeviceGetDevResource>();
   d.dev_sm_resource_split_by_count = DriverHelper<HelperId::k_cuDevSmResourceSplitByCount>();

@@ -760,8 +760,9 @@ bool Dispatcher::IssueNext() {
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
   // chain is acyclic because every link goes to an older head (a smaller sequence number; an
-  // event wait's link too, PickBlocker). Two things end a chain without ending the round, and the next most important
-  // head is tried: an event wait whose record another device's dispatcher has not issued yet
+  // event wait's link too, PickBlocker). Two things end a chain without ending the round, and
+  // the next most important head is tried: an event wait whose record another device's
+  // dispatcher has not issued yet
   // (that dispatcher is asked to issue it first: a wait never blocks its own device's other
   // streams), and confined work whose twin holds all it may hold (room on one twin says nothing
   // of another's; the policy's rules do not apply to confined work).

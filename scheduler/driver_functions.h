@@ -29,8 +29,8 @@ struct DriverFunctions {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   // Optional: without it there is no coordination across processes (the GPU's UUID names it).
   CUresult (*device_get_uuid)(CUuuid*, CUdevice) = nullptr;
-  // Optional: spatial isolation (green contexts, CUDA 12.4+); without them it is off. The stream
-  // calls are the real, unintercepted entry points.
+  // Optional: spatial isolation (green contexts, a CUDA 12.5+ driver); without them it is off.
+  // The stream calls are the real, unintercepted entry points.
   CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
   CUresult (*device_get_dev_resource)(CUdevice, CUdevResource*, CUdevResourceType) = nullptr;
   CUresult (*dev_sm_resource_split_by_count)(CUdevResource*, unsigned int*, const CUdevResource*,

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<SmPartition>> SmPartition::Create(const DriverFun
                                                                   CUdevice device,
                                                                   int reserved_sms) {
   if (!driver.HasGreenContexts()) {
-    return absl::UnavailableError("the driver has no green contexts (CUDA 12.4 or later needed)");
+    return absl::UnavailableError("the driver has no green contexts (a CUDA 12.5 or later driver needed)");
   }
   CUdevResource all{};
   CUresult r = driver.device_get_dev_resource(device, &all, CU_DEV_RESOURCE_TYPE_SM);

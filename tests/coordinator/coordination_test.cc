@@ -339,7 +339,8 @@ std::pair<HoldReport, HoldReport> RunHold(Env high_extra, Env low_extra) {
   return {ParseHold(high.Out()), ParseHold(low.Out())};
 }
 
-TEST_CASE("A process held back by another sleeps until that process's level drops", "[coordinator]") {
+TEST_CASE("A process held back by another sleeps until that process's level drops",
+          "[coordinator]") {
   // Polling the other process's level, as the held dispatcher once did every 50 us, cost a
   // quarter of a core (255 ms a second here); it now sleeps on the segment's level-drop word and
   // wakes when the high process withdraws its level (or every 10 ms at most). The high process
