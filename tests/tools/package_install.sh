@@ -60,7 +60,8 @@ grep -q 'missing from .*NOTICE' "$work/bare.err" || fail "make_packages.py: $(ca
 # tools/package.sh --lib run as a user runs it, in a copy of the repository files the packages
 # carry (as the runfiles have them), writing into its default place.
 repo_files=(tools/package.sh tools/progress.sh tools/packaging/make_packages.py
-            tools/python/gpuprio.py tools/cli/gpuprio scheduler/base/env_vars.def VERSION
+            tools/python/gpuprio.py tools/cli/gpuprio tools/cli/gpuprio_exporter.py
+            scheduler/base/env_vars.def VERSION
             README.md docs/user_guide.md docs/build.md CHANGELOG.md NOTICE THIRD_PARTY_NOTICES.md
             LICENSE)
 for file in "${repo_files[@]}"; do
@@ -111,6 +112,9 @@ check_install() {
   reported="$("$cmd" --version)" || fail "$name: gpuprio --version failed"
   [[ "$reported" == "gpuprio $version" ]] ||
     fail "$name: gpuprio --version printed '$reported', not 'gpuprio $version' (VERSION)"
+  # The launcher's modules travel with it (gpuprio_exporter.py: `gpuprio exporter`).
+  "$cmd" exporter --help | grep -q -- '--max-segments' ||
+    fail "$name: gpuprio exporter is missing (gpuprio_exporter.py not beside the launcher?)"
   exported="$("$cmd" env --priority low | sed -n 's/^export LD_PRELOAD=//p')"
   [[ "$exported" == "$prefix"/*libgpuprio.so && -f "$exported" ]] ||
     fail "$name: gpuprio env preloads '$exported', not the library under $prefix"
