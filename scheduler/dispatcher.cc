@@ -102,6 +102,8 @@ void Dispatcher::Stop(bool bounded) {
   if (!thread_.joinable()) return;
   stop_bounded_.store(bounded, std::memory_order_seq_cst);
   stop_.store(true, std::memory_order_seq_cst);
+  // A dispatcher asleep on the segment's word (ParkHeldOnPeers) is woken there.
+  if (futex_parked_.load(std::memory_order_seq_cst)) coordinator_->WakeDropSleepers();
   {
     absl::MutexLock lock(&mu_);
     wake_cv_.Signal();
@@ -433,7 +435,7 @@ bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
     if (left <= 0) break;
     // A level lowered since this round looked at the peers: look again.
     if (coordinator_->PeerDrops() != peer_drops_seen_) break;
-    if (!coordinator_->WaitForPeerDrop(peer_drops_seen_, left)) break;
+    coordinator_->WaitForPeerDrop(peer_drops_seen_, left);
     if (coordinator_->PeerDrops() != peer_drops_seen_) break;
   }
   futex_parked_.store(false, std::memory_order_seq_cst);

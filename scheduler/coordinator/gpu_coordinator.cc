@@ -324,13 +324,13 @@ void GpuCoordinator::WakeDropSleepers() const {
   }
 }
 
-bool GpuCoordinator::WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const {
-  if (released_.load(std::memory_order_relaxed)) return false;
+void GpuCoordinator::WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const {
+  // Also once this process no longer coordinates (the word may be private zeros by then): the
+  // sleep still ends on this process's own wake-ups and at the timeout.
   SegmentHeader& header = segment_->header();
   header.drop_sleepers.fetch_add(1, std::memory_order_seq_cst);
   base::FutexWait(&header.level_drops, seen, timeout_ns);
   header.drop_sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  return true;
 }
 
 void GpuCoordinator::Release() {

@@ -79,11 +79,10 @@ class GpuCoordinator {
   // Sleeping while held back by other processes, instead of polling their slots. PeerDrops is
   // read before the peers' levels are looked at; WaitForPeerDrop then sleeps until some process
   // lowers a level after that read (or WakeDropSleepers is called), or `timeout_ns` passes.
-  // False, without sleeping, when this process no longer coordinates.
   uint32_t PeerDrops() const {
     return segment_->header().level_drops.load(std::memory_order_seq_cst);
   }
-  bool WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const;
+  void WaitForPeerDrop(uint32_t seen, int64_t timeout_ns) const;
   // Wakes every process sleeping in WaitForPeerDrop on this GPU (a level was lowered, or this
   // process's own sleeping dispatcher has to wake up: the others look and sleep again).
   void WakeDropSleepers() const;
