@@ -61,6 +61,7 @@ grep -q 'missing from .*NOTICE' "$work/bare.err" || fail "make_packages.py: $(ca
 # carry (as the runfiles have them), writing into its default place.
 repo_files=(tools/package.sh tools/progress.sh tools/packaging/make_packages.py
             tools/python/gpuprio.py tools/cli/gpuprio tools/cli/gpuprio_exporter.py
+            tools/cli/gpuprio_trace_merge.py
             scheduler/base/env_vars.def VERSION
             README.md docs/user_guide.md docs/build.md CHANGELOG.md NOTICE THIRD_PARTY_NOTICES.md
             LICENSE)
@@ -115,6 +116,11 @@ check_install() {
   # The launcher's modules travel with it (gpuprio_exporter.py: `gpuprio exporter`).
   "$cmd" exporter --help | grep -q -- '--max-segments' ||
     fail "$name: gpuprio exporter is missing (gpuprio_exporter.py not beside the launcher?)"
+  # gpuprio_trace_merge.py: `gpuprio trace merge` of a missing file names the file, not the module.
+  "$cmd" trace merge "$work/no_trace.json" -o "$work/merged.$name.json" 2>"$work/merge.$name.err" &&
+    fail "$name: gpuprio trace merge of a missing file succeeded"
+  grep -q "cannot read '$work/no_trace.json'" "$work/merge.$name.err" ||
+    fail "$name: gpuprio trace merge: $(cat "$work/merge.$name.err")"
   exported="$("$cmd" env --priority low | sed -n 's/^export LD_PRELOAD=//p')"
   [[ "$exported" == "$prefix"/*libgpuprio.so && -f "$exported" ]] ||
     fail "$name: gpuprio env preloads '$exported', not the library under $prefix"

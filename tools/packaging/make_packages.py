@@ -45,7 +45,7 @@ DEB_SHEBANG = b"#!/usr/bin/python3"
 WHEEL_LIB = "gpuprio/lib/libgpuprio.so"
 # The launcher's modules, loaded from the launcher's own directory (tools/cli/gpuprio's
 # exporter_module): beside gpuprio/_cli.py in the wheel, in /usr/lib/gpuprio in the .deb.
-CLI_MODULES = ("tools/cli/gpuprio_exporter.py",)
+CLI_MODULES = ("tools/cli/gpuprio_exporter.py", "tools/cli/gpuprio_trace_merge.py")
 # What the wheel puts in its .dist-info: the Apache License's own terms require LICENSE and NOTICE
 # to travel with the library; THIRD_PARTY_NOTICES.md names what libgpuprio.so contains.
 WHEEL_NOTICES = ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md")
