@@ -107,12 +107,16 @@ for rep in range(1, reps + 1):
         wait_for(lambda: os.path.exists(high_ready), 30, "the high process's launch")
         # Held: no progress for 200 ms (a running low process writes every ~0.1-1 ms).
         last, since = progress(low_ready + ".progress"), now()
+        high_started = since
         while now() - since < 200_000_000:
             p = progress(low_ready + ".progress")
             if p != last:
                 last, since = p, now()
             if high.poll() is not None:
-                raise RuntimeError("the high process ended before the low one was held")
+                raise RuntimeError(
+                    "the high process ended (rc %d, %.0f ms after its launch) before the low one "
+                    "was held (last progress %.0f ms before)"
+                    % (high.returncode, (now() - high_started) / 1e6, (now() - last) / 1e6))
             time.sleep(0.001)
         time.sleep(delays.uniform(0, 0.25))
         killed_at = now()
@@ -131,6 +135,13 @@ for rep in range(1, reps + 1):
     except Exception as e:  # one failed repetition is reported, the others still run
         failures += 1
         print("%4d failed: %s" % (rep, e))
+        for name in ("low", "high"):
+            try:
+                with open(base + "." + name + ".err") as f:
+                    for line in f.read().splitlines()[-5:]:
+                        print("     %s stderr: %s" % (name, line))
+            except FileNotFoundError:
+                pass
     finally:
         for p in (high, low):
             if p is not None and p.poll() is None:
