@@ -25,7 +25,9 @@ TEST_CASE("gpuprio exporter serves the segments' metrics", "[cli]") {
       argv, {{"GPUPRIO_CLI_UNDER_TEST", RunfileOrFail("tools/cli/gpuprio")},
              {"GPUPRIO_TEST_LIB", RunfileOrFail("hook/libgpuprio.so")},
              {"GPUPRIO_TEST_FAKE_CUDA", RunfileOrFail("tests/fake_cuda/libcuda.so.1")},
-             {"GPUPRIO_TEST_COORD_CLIENT", RunfileOrFail("tests/coordinator/coord_client")}});
+             {"GPUPRIO_TEST_COORD_CLIENT", RunfileOrFail("tests/coordinator/coord_client")},
+             {"GPUPRIO_TEST_MONITORING",
+              RunfileOrFail("deploy/monitoring/grafana-dashboard.json")}});
   REQUIRE(result.ok());
   INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
   CHECK(result->exit_code == 0);

@@ -12,6 +12,7 @@ Every scratch directory is removed, every child stopped.
   python3 tests/tools/exporter_test.py [-v]    (with the variables above set)
 """
 
+import json
 import math
 import os
 import re
@@ -411,6 +412,7 @@ class LiveProgramsTest(unittest.TestCase):
         self.assertEqual([(l["state"], l["reason"]) for l, _ in status], [("ok", "")])
         self.assertEqual(samples(families, "gpuprio_exporter_segments_read")[0][1], 1)
         self.assertEqual(samples(families, "gpuprio_exporter_scrapes_total")[0][1], 2)
+        self.check_monitoring_examples(families)
         # The other pages.
         status_code, content_type, body = exporter.get("/healthz")
         self.assertEqual((status_code, body), (200, "ok\n"))
@@ -423,6 +425,25 @@ class LiveProgramsTest(unittest.TestCase):
         # SIGTERM stops it, exit 0.
         exporter.process.send_signal(signal.SIGTERM)
         self.assertEqual(exporter.process.wait(timeout=10), 0)
+
+
+    def check_monitoring_examples(self, families):
+        """deploy/monitoring's dashboard is valid JSON, and it and the scrape config name only
+        metrics this scrape has (with a histogram's _bucket/_sum/_count)."""
+        dashboard = os.environ.get("GPUPRIO_TEST_MONITORING") or os.path.join(
+            HERE, "..", "..", "deploy", "monitoring", "grafana-dashboard.json")
+        with open(dashboard) as f:
+            text = f.read()
+        panels = json.loads(text)["panels"]
+        self.assertGreaterEqual(len(panels), 6)
+        with open(os.path.join(os.path.dirname(dashboard), "prometheus-scrape.yaml")) as f:
+            text += f.read()
+        known = set(families)
+        known |= {f"{name}{suffix}" for name, family in families.items()
+                  if family["type"] == "histogram" for suffix in ("_bucket", "_sum", "_count")}
+        used = set(re.findall(r"gpuprio_[a-z_]+", text)) - {"gpuprio_exporter"}
+        self.assertTrue(used)
+        self.assertFalse(used - known, "metrics the examples name but the exporter lacks")
 
 
 class DamagedSegmentsTest(unittest.TestCase):
