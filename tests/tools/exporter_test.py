@@ -262,6 +262,34 @@ class ParserSelfTest(unittest.TestCase):
                 parse_exposition(text)
 
 
+class CgroupTest(unittest.TestCase):
+    """The pod UID and container id gpuprio_process_info takes from /proc/PID/cgroup."""
+
+    def test_parse_cgroup(self):
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("gpuprio_cli", CLI)
+        spec = importlib.util.spec_from_loader("gpuprio_cli", loader)
+        cli = importlib.util.module_from_spec(spec)
+        loader.exec_module(cli)
+        parse = cli.exporter_module().parse_cgroup
+        cid = "0123456789abcdef" * 4
+        pod = "1234abcd-5678-90ab-cdef-1234567890ab"
+        cases = {
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+            f"{pod.replace('-', '_')}.slice/cri-containerd-{cid}.scope\n": (pod, cid),
+            f"12:memory:/kubepods/besteffort/pod{pod}/{cid}\n1:name=systemd:/\n": (pod, cid),
+            f"0::/system.slice/docker-{cid}.scope\n": ("", cid),
+            f"0::/docker/{cid}\n": ("", cid),
+            f"0::/kubepods/pod{pod}/crio-{cid}.scope\n": (pod, cid),
+            "0::/user.slice/user-1000.slice/session-1.scope\n": ("", ""),
+            "0::/\n": ("", ""),
+            "garbage\0\xff": ("", ""),
+        }
+        for text, expected in cases.items():
+            self.assertEqual(parse(text), expected, text)
+
+
 # --- the exporter and its programs --------------------------------------------------------------
 
 def scratch_dir(prefix):

@@ -99,7 +99,11 @@ def cgroup_identity(pid):
         return "", ""
     finally:
         os.close(fd)
-    text = data.decode("ascii", "replace")
+    return parse_cgroup(data.decode("ascii", "replace"))
+
+
+def parse_cgroup(text):
+    """(pod_uid, container_id) that the lines of a /proc/<pid>/cgroup name, "" where none."""
     pod = container = ""
     for line in text.splitlines():
         path = line.split(":", 2)[-1]
