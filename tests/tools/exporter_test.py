@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -545,6 +546,49 @@ class DamagedSegmentsTest(unittest.TestCase):
             exporter.get("/metrics")
         grown = exporter.rss() - before
         self.assertLess(grown, 4 << 20, f"RSS grew {grown} bytes over 150 scrapes")
+
+    def test_scrapes_take_no_lock_and_write_nothing(self):
+        """While scrapes run back to back from several threads, a write lock on the whole
+        segment (what would conflict with any lock the exporter took) is always granted at once,
+        and the file's bytes and mtime stay as they were."""
+        import fcntl
+        import threading
+        path = self.make("busy", lambda p: segment_writer.write_segment(p, {"uuid": UUID}))
+        with open(path, "rb") as f:
+            content = f.read()
+        mtime = os.stat(path).st_mtime_ns
+        exporter = Exporter(self, self.shm_dir)
+        stop, errors, scrapes = threading.Event(), [], [0]
+
+        def scrape_loop():
+            try:
+                while not stop.is_set():
+                    exporter.scrape()
+                    scrapes[0] += 1
+            except Exception as e:  # reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=scrape_loop) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        fd = os.open(path, os.O_RDWR)
+        try:
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(
+                    "@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))  # raises if refused
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(
+                    "@hhqqi4x", fcntl.F_UNLCK, os.SEEK_SET, 0, 0, 0))
+        finally:
+            os.close(fd)
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=30)
+        self.assertFalse(errors, errors)
+        self.assertGreater(scrapes[0], 3)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), content)
+        self.assertEqual(os.stat(path).st_mtime_ns, mtime)
 
     def test_bad_options(self):
         for args in (["--port", "70000"], ["--port", "x"], ["--max-segments", "0"],
