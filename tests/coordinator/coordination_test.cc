@@ -327,6 +327,16 @@ HoldReport ParseHold(const std::string& out) {
 
 // A high process's 1.5 s kernel and a low process's short kernel (no hold bound), each process
 // with `high_extra` / `low_extra` in its environment.
+// What a process may spend per second while it holds or is held, for the bound below: TSan makes
+// every round of the dispatcher and every call of the client's own wait (a query every 2 ms)
+// several times dearer. The polling this replaced cost 255 ms a second natively and all of a
+// core under TSan.
+#if defined(__SANITIZE_THREAD__)
+constexpr double kHoldCpuBoundMsPerS = 400;
+#else
+constexpr double kHoldCpuBoundMsPerS = 100;
+#endif
+
 std::pair<HoldReport, HoldReport> RunHold(Env high_extra, Env low_extra) {
   const std::string client = ClientPath();
   Files files;
@@ -355,8 +365,8 @@ TEST_CASE("A process held back by another sleeps until that process's level drop
          << (l.start_ns - h.end_ns) / 1000 << " us after the high kernel ended");
     // Held throughout: its kernel ran only once the high one had ended.
     CHECK(l.start_ns >= h.end_ns);
-    CHECK(low_cpu_ms_per_s < 100);
-    CHECK(high_cpu_ms_per_s < 100);
+    CHECK(low_cpu_ms_per_s < kHoldCpuBoundMsPerS);
+    CHECK(high_cpu_ms_per_s < kHoldCpuBoundMsPerS);
     // Noticed: a bound a loaded machine cannot break.
     CHECK(l.start_ns - h.end_ns < 1'000'000'000);
   };

@@ -16,6 +16,15 @@ std::string RunfileOrFail(const std::string& path) {
   return *found;
 }
 
+// Under TSan the fake driver needs the TSan runtime loaded first, which an uninstrumented Python
+// cannot do (dlopen: "cannot allocate memory in static TLS block"; preloaded: a crash), so the
+// three cases that load it into doctor's probe run in the other configurations only.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kFakeDriverLoadsInPython = false;
+#else
+constexpr bool kFakeDriverLoadsInPython = true;
+#endif
+
 TEST_CASE("gpuprio run's settings, gpuprio doctor and gpuprio clean-segments", "[cli]") {
   // -I: ignore PYTHON* variables and user site-packages; -S: no site-packages (standard library
   // only); -B: no .pyc in the runfiles.
@@ -25,13 +34,18 @@ TEST_CASE("gpuprio run's settings, gpuprio doctor and gpuprio clean-segments", "
       argv, {{"GPUPRIO_CLI_UNDER_TEST", RunfileOrFail("tools/cli/gpuprio")},
              {"GPUPRIO_TEST_LIB", RunfileOrFail("hook/libgpuprio.so")},
              {"GPUPRIO_TEST_FAKE_CUDA", RunfileOrFail("tests/fake_cuda/libcuda.so.1")},
-             {"GPUPRIO_TEST_ENV_DUMP", RunfileOrFail("tests/tools/env_dump")}});
+             {"GPUPRIO_TEST_ENV_DUMP", RunfileOrFail("tests/tools/env_dump")},
+             {"GPUPRIO_TEST_FAKE_CUDA_IN_PYTHON", kFakeDriverLoadsInPython ? "1" : "0"}});
   REQUIRE(result.ok());
   INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
   CHECK(result->exit_code == 0);
-  // unittest's own verdict: every test ran and passed.
+  // unittest's own verdict: every test ran and passed (but for those three under TSan).
   CHECK(result->stderr_text.find("\nOK") != std::string::npos);
-  CHECK(result->stderr_text.find("skipped") == std::string::npos);
+  if (kFakeDriverLoadsInPython) {
+    CHECK(result->stderr_text.find("skipped") == std::string::npos);
+  } else {
+    CHECK(result->stderr_text.find("OK (skipped=3)") != std::string::npos);
+  }
 }
 
 }  // namespace
