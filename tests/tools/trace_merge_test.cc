@@ -11,7 +11,7 @@
 #include "catch2/catch.hpp"
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "cupti_tracer/trace_join.h"
-#include "tests/runfiles.h"
+#include "tests/python_unittest.h"
 
 namespace {
 
@@ -89,19 +89,10 @@ TEST_CASE("gpuprio trace merge keeps processes apart on one clock", "[cli][trace
   const std::string batch = WriteTrace(
       "writer_batch.json",
       gpuprio::tracer::ChromeTraceJson(ProcessTrace(kBase + 2500 * kUs + 123, "batch", -1, 9)));
-  auto script = gpuprio_test::Runfile("tests/tools/trace_merge_test.py");
-  REQUIRE(script.ok());
-  auto cli = gpuprio_test::Runfile("tools/cli/gpuprio");
-  REQUIRE(cli.ok());
-  // -I -S -B as trace_summarize_test runs its scripts: standard library only, no .pyc.
-  auto result = gpuprio_test::RunProcess(
-      {"/usr/bin/env", "python3", "-I", "-S", "-B", *script, "--writer-traces", serve, batch},
-      {{"GPUPRIO_CLI_UNDER_TEST", *cli}});
-  REQUIRE(result.ok());
-  INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
-  CHECK(result->exit_code == 0);
-  CHECK(result->stderr_text.find("\nOK") != std::string::npos);
-  CHECK(result->stderr_text.find("skipped") == std::string::npos);
+  gpuprio_test::CheckPythonUnittest(
+      {gpuprio_test::RunfileOrFail("tests/tools/trace_merge_test.py"), "--writer-traces", serve,
+       batch},
+      {{"GPUPRIO_CLI_UNDER_TEST", gpuprio_test::RunfileOrFail("tools/cli/gpuprio")}});
 }
 
 }  // namespace
