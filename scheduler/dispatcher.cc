@@ -167,7 +167,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     listed = true;
   }
   if (coordinator_ != nullptr) {
-    coordinator_->CountDirect();
+    coordinator_->CountDirect(priority);
     // Published again after the listing: the dispatcher may have withdrawn the level between the
     // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
     // the level after it lists (all seq_cst), so one of the two sees the other.
@@ -579,6 +579,10 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   coordinator_->PublishQueue(pending_ops, pending_ns);
   coordinator_->PublishInFlight(in_flight_ops, in_flight_ns);
   coordinator_->SetHeld(held, now_ns);
+  coordinator_->PublishIsolation(
+      partition_ != nullptr ? partition_->device_sms() - partition_->confined_sms() : 0,
+      partition_ != nullptr ? partition_->device_sms() : 0, confined_in_flight_ops_,
+      confined_in_flight_ns_);
 }
 
 bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
@@ -1165,7 +1169,9 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     level.held_ns_sum.fetch_add(held, std::memory_order_relaxed);
     AtomicMax(level.held_ns_max, held);
   }
-  if (coordinator_ != nullptr) coordinator_->CountDispatched(delay);
+  if (coordinator_ != nullptr) {
+    coordinator_->CountDispatched(op->priority, delay, op->confined_stream != nullptr);
+  }
 
   // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
   // (host time from issue to observed completion would include the dispatcher's idle time).
@@ -1256,6 +1262,8 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     if (confined) {
       ++q->confined_in_flight_ops;
       q->confined_in_flight_ns += static_cast<int64_t>(estimate);
+      ++confined_in_flight_ops_;
+      confined_in_flight_ns_ += static_cast<int64_t>(estimate);
     }
     if (!q->tracked) {
       q->tracked = true;
@@ -1445,6 +1453,8 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
     if (f.confined) {
       --q->confined_in_flight_ops;
       q->confined_in_flight_ns -= static_cast<int64_t>(f.estimate_ns);
+      --confined_in_flight_ops_;
+      confined_in_flight_ns_ -= static_cast<int64_t>(f.estimate_ns);
     }
     if (f.start != nullptr) q->free_events.push_back(f.start);
     q->in_flight.pop_front();

@@ -453,6 +453,10 @@ class Dispatcher {
   // Functions whose launch the partition refused: they always run on their own streams.
   absl::flat_hash_set<const void*> unconfinable_;
   bool partition_tried_ = false;
+  // Confined ops in flight on every twin of this device and their estimated GPU time (published
+  // for the exporter).
+  int64_t confined_in_flight_ops_ = 0;
+  int64_t confined_in_flight_ns_ = 0;
   bool mps_known_ = false;  // mps_ was read from the driver (SharesSmsWithPeers)
   bool mps_ = false;
 

@@ -35,6 +35,22 @@ void ReadCommand(char (&out)[32]) {
   }
 }
 
+// Slot fields that readers poll are written only when they change: a store would dirty a cache
+// line that every other process on the GPU reads.
+template <typename T, typename V>
+void StoreIfChanged(std::atomic<T>& field, V value) {
+  const T v = static_cast<T>(value);
+  if (field.load(std::memory_order_relaxed) != v) field.store(v, std::memory_order_relaxed);
+}
+
+void ResetRow(LevelRow& row) {
+  row.level_key.store(0, std::memory_order_relaxed);
+  row.ops_dispatched.store(0, std::memory_order_relaxed);
+  row.ops_direct.store(0, std::memory_order_relaxed);
+  row.ops_confined.store(0, std::memory_order_relaxed);
+  for (auto& b : row.delay_histogram) b.store(0, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuCoordinator>> GpuCoordinator::Attach(
@@ -94,6 +110,13 @@ bool GpuCoordinator::Claim() {
     slot.held_ns_total.store(0, std::memory_order_relaxed);
     for (auto& b : slot.delay_histogram) b.store(0, std::memory_order_relaxed);
     for (auto& t : slot.level_last_submit_unix_ns) t.store(0, std::memory_order_relaxed);
+    slot.isolation_reserved_sms.store(0, std::memory_order_relaxed);
+    slot.isolation_device_sms.store(0, std::memory_order_relaxed);
+    slot.confined_in_flight_ops.store(0, std::memory_order_relaxed);
+    slot.confined_in_flight_estimated_ns.store(0, std::memory_order_relaxed);
+    for (LevelRow* row = slot.level_rows; row != slot.level_rows + kLevelRows + 1; ++row) {
+      ResetRow(*row);
+    }
     slot_word_ = SlotWord(SlotWordGeneration(claimed), kSlotLive);
     slot.state_word.store(slot_word_, std::memory_order_release);
     slot_ = &slot;
@@ -242,25 +265,19 @@ bool GpuCoordinator::PeersAllowDirect(int priority, uint64_t window_ns, int floo
 }
 
 void GpuCoordinator::PublishQueue(int64_t ops, int64_t estimated_ns) {
-  if (slot_->queued_ops.load(std::memory_order_relaxed) != ops) {
-    slot_->queued_ops.store(ops, std::memory_order_relaxed);
-  }
-  if (slot_->queued_estimated_ns.load(std::memory_order_relaxed) != estimated_ns) {
-    slot_->queued_estimated_ns.store(estimated_ns, std::memory_order_relaxed);
-  }
+  if (released_.load(std::memory_order_relaxed)) return;
+  StoreIfChanged(slot_->queued_ops, ops);
+  StoreIfChanged(slot_->queued_estimated_ns, estimated_ns);
 }
 
 void GpuCoordinator::PublishInFlight(int64_t ops, int64_t estimated_ns) {
-  if (slot_->in_flight_ops.load(std::memory_order_relaxed) != ops) {
-    slot_->in_flight_ops.store(ops, std::memory_order_relaxed);
-  }
-  if (slot_->in_flight_estimated_ns.load(std::memory_order_relaxed) != estimated_ns) {
-    slot_->in_flight_estimated_ns.store(estimated_ns, std::memory_order_relaxed);
-  }
+  if (released_.load(std::memory_order_relaxed)) return;
+  StoreIfChanged(slot_->in_flight_ops, ops);
+  StoreIfChanged(slot_->in_flight_estimated_ns, estimated_ns);
 }
 
 void GpuCoordinator::SetHeld(bool held, int64_t now_ns) {
-  if (held == (held_since_ns_ >= 0)) return;
+  if (released_.load(std::memory_order_relaxed) || held == (held_since_ns_ >= 0)) return;
   if (held) {
     held_since_ns_ = now_ns;
   } else {
@@ -271,9 +288,53 @@ void GpuCoordinator::SetHeld(bool held, int64_t now_ns) {
   slot_->held.store(held ? 1 : 0, std::memory_order_relaxed);
 }
 
-void GpuCoordinator::CountDispatched(uint64_t delay_ns) {
+LevelRow& GpuCoordinator::RowFor(int priority) {
+  std::atomic<uint8_t>& cached = row_of_level_[priority - kLowestPriority];
+  const uint8_t known = cached.load(std::memory_order_relaxed);
+  if (known != 0) {
+    return known <= kLevelRows ? slot_->level_rows[known - 1] : slot_->other_levels;
+  }
+  const uint32_t key = LevelKey(priority);
+  uint8_t found = kLevelRows + 1;
+  for (int i = 0; i < kLevelRows; ++i) {
+    uint32_t seen = slot_->level_rows[i].level_key.load(std::memory_order_acquire);
+    if (seen == 0 && slot_->level_rows[i].level_key.compare_exchange_strong(
+                         seen, key, std::memory_order_acq_rel)) {
+      seen = key;
+    }
+    if (seen == key) {
+      found = static_cast<uint8_t>(i + 1);
+      break;
+    }
+  }
+  cached.store(found, std::memory_order_relaxed);
+  return found <= kLevelRows ? slot_->level_rows[found - 1] : slot_->other_levels;
+}
+
+void GpuCoordinator::CountDirect(int priority) {
+  if (released_.load(std::memory_order_relaxed)) return;
+  slot_->ops_direct.fetch_add(1, std::memory_order_relaxed);
+  RowFor(priority).ops_direct.fetch_add(1, std::memory_order_relaxed);
+}
+
+void GpuCoordinator::CountDispatched(int priority, uint64_t delay_ns, bool confined) {
+  if (released_.load(std::memory_order_relaxed)) return;
+  const int bucket = DelayBucket(delay_ns);
   slot_->ops_dispatched.fetch_add(1, std::memory_order_relaxed);
-  slot_->delay_histogram[DelayBucket(delay_ns)].fetch_add(1, std::memory_order_relaxed);
+  slot_->delay_histogram[bucket].fetch_add(1, std::memory_order_relaxed);
+  LevelRow& row = RowFor(priority);
+  row.ops_dispatched.fetch_add(1, std::memory_order_relaxed);
+  if (confined) row.ops_confined.fetch_add(1, std::memory_order_relaxed);
+  row.delay_histogram[bucket].fetch_add(1, std::memory_order_relaxed);
+}
+
+void GpuCoordinator::PublishIsolation(int reserved_sms, int device_sms, int64_t confined_ops,
+                                      int64_t confined_estimated_ns) {
+  if (released_.load(std::memory_order_relaxed)) return;
+  StoreIfChanged(slot_->isolation_reserved_sms, reserved_sms);
+  StoreIfChanged(slot_->isolation_device_sms, device_sms);
+  StoreIfChanged(slot_->confined_in_flight_ops, confined_ops);
+  StoreIfChanged(slot_->confined_in_flight_estimated_ns, confined_estimated_ns);
 }
 
 void GpuCoordinator::Abandon(const char* why) {

@@ -48,7 +48,7 @@ class GpuCoordinator {
   // important level active or submitting within the window (floor: the unbudgeted level). The
   // clock is read only when some process published a level above `priority`.
   bool PeersAllowDirect(int priority, uint64_t window_ns, int floor) const;
-  void CountDirect() { slot_->ops_direct.fetch_add(1, std::memory_order_relaxed); }
+  void CountDirect(int priority);
   // Whether any other process is attached (refreshed by Maintain).
   bool PeersPresent() const { return peer_mask_.load(std::memory_order_relaxed) != 0; }
   // Whether another process's dispatcher holds work back (a load per attached process; a slot
@@ -67,7 +67,12 @@ class GpuCoordinator {
   void PublishQueue(int64_t ops, int64_t estimated_ns);
   void PublishInFlight(int64_t ops, int64_t estimated_ns);
   void SetHeld(bool held, int64_t now_ns);
-  void CountDispatched(uint64_t delay_ns);
+  // An op of `priority` issued after `delay_ns` in the queue (`confined`: onto a twin stream).
+  void CountDispatched(int priority, uint64_t delay_ns, bool confined);
+  // Spatial isolation: the reserve and the device's SMs (0, 0: no partition), confined work in
+  // flight.
+  void PublishIsolation(int reserved_sms, int device_sms, int64_t confined_ops,
+                        int64_t confined_estimated_ns);
   // Heartbeat, every `interval_ns` at most; every kLivenessCheckNs also frees the slots of
   // processes that are gone (their slot lock is free) and refreshes the peer list. Checks that
   // the segment is still there and the slot still this process's; if not, coordination ends
@@ -114,6 +119,9 @@ class GpuCoordinator {
   // Whether slot i's heartbeat changed within kStaleHeartbeatNs before `now_ns`, as this process
   // saw it (a slot seen for the first time counts as fresh).
   bool HeartbeatFresh(uint32_t i, int64_t now_ns) const;
+  // The slot's counters row for `priority` (claimed on first use; `other_levels` once every row
+  // has a level). Any thread; lock-free.
+  LevelRow& RowFor(int priority);
 
   std::unique_ptr<DeviceSegment> segment_;
   const ProcessIdentity self_;
@@ -130,6 +138,9 @@ class GpuCoordinator {
   mutable std::atomic<int64_t> heartbeat_changed_ns_[kSlotCount] = {};
   mutable std::atomic<uint64_t> seen_word_[kSlotCount] = {};  // state word the two above are for
   int64_t held_since_ns_ = -1;
+  // Per level, the index of its row in level_rows plus one (0: not looked up yet; kLevelRows + 1:
+  // other_levels).
+  std::atomic<uint8_t> row_of_level_[kLevels] = {};
   std::atomic<bool> released_{false};
 };
 

@@ -36,6 +36,14 @@ inline constexpr int32_t kNoPriority = kLowestPriority - 1;
 // [2^((b-1)/2), 2^(b/2)) us (half-octave buckets); the last bucket counts everything above.
 inline constexpr int kDelayBuckets = 48;
 
+// Where the slot's isolation fields and level rows begin (after the per-level submit times).
+inline constexpr size_t kIsolationOffset = 144 + 8 * kDelayBuckets + 8 * kLevels;
+inline constexpr size_t kLevelStatsOffset = kIsolationOffset + 32;
+
+// Per-level statistics rows in a slot: the first kLevelRows distinct levels a process submits at
+// get a row each; the rest share `other_levels`.
+inline constexpr int kLevelRows = 3;
+
 // Slot state word: (generation << 8) | state. The generation changes on every claim, so a
 // process that decided a slot's owner is dead frees it only if nobody claimed it meanwhile.
 //
@@ -82,6 +90,21 @@ struct SegmentHeader {
   char reserved[kHeaderBytes - 64];
 };
 
+// One level's counters in a slot (the exporter's per-priority series). `level_key` is 0 while the
+// row is unused, else priority - kLowestPriority + 1; it is claimed with a compare-and-swap by the
+// first thread to count an op of that level, so client threads and the dispatcher may share it.
+struct LevelRow {
+  std::atomic<uint32_t> level_key;
+  uint32_t reserved0;
+  std::atomic<uint64_t> ops_dispatched;  // issued by the dispatcher after queueing
+  std::atomic<uint64_t> ops_direct;      // issued by their own thread (fast path)
+  std::atomic<uint64_t> ops_confined;    // of the dispatched ones, issued onto a twin stream
+  std::atomic<uint64_t> delay_histogram[kDelayBuckets];  // dispatched ops' queueing delay
+};
+inline constexpr uint32_t LevelKey(int priority) {
+  return static_cast<uint32_t>(priority - kLowestPriority + 1);
+}
+
 struct ProcessSlot {
   std::atomic<uint64_t> state_word;  // SlotWord(generation, SlotState)
   uint32_t pid;
@@ -114,13 +137,26 @@ struct ProcessSlot {
   // namespaces (containers) do not shift; a time more than a second ahead of the reader's is
   // garbage and ignored.
   std::atomic<int64_t> level_last_submit_unix_ns[kLevels];
-  char reserved[kSlotBytes - 144 - 8 * kDelayBuckets - 8 * kLevels];
+  // Spatial isolation on this GPU: SMs kept free of confined work and the GPU's SMs (both 0 while
+  // this process has no partition), and the confined ops in flight with their estimated GPU time.
+  std::atomic<int32_t> isolation_reserved_sms;
+  std::atomic<int32_t> isolation_device_sms;
+  std::atomic<int64_t> confined_in_flight_ops;
+  std::atomic<int64_t> confined_in_flight_estimated_ns;
+  uint64_t reserved1;
+  // Per-level counters (the process-wide ones above are their sums).
+  LevelRow level_rows[kLevelRows];
+  LevelRow other_levels;  // level_key unused
+  char reserved[kSlotBytes - kLevelStatsOffset - (kLevelRows + 1) * sizeof(LevelRow)];
 };
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
 static_assert(offsetof(SegmentHeader, level_drops) == 56);
 static_assert(sizeof(ProcessSlot) == kSlotBytes);
 static_assert(offsetof(ProcessSlot, delay_histogram) == 144);
+static_assert(offsetof(ProcessSlot, isolation_reserved_sms) == kIsolationOffset);
+static_assert(offsetof(ProcessSlot, level_rows) == kLevelStatsOffset);
+static_assert(sizeof(LevelRow) == 32 + 8 * kDelayBuckets);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int32_t>::is_always_lock_free);
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -224,9 +225,9 @@ TEST_CASE("A submit time from another clock or the future keeps no ceiling up", 
 TEST_CASE("Statistics are published in the slot", "[coordinator]") {
   TestSegment t;
   auto c = t.Attach(-1);
-  c->CountDispatched(500);        // bucket 0
-  c->CountDispatched(3'000'000);  // 3 ms
-  c->CountDirect();
+  c->CountDispatched(-1, 500, false);       // bucket 0
+  c->CountDispatched(-1, 3'000'000, true);  // 3 ms, confined
+  c->CountDirect(-1);
   c->PublishQueue(7, 70'000);
   c->PublishInFlight(2, 20'000);
   c->SetHeld(true, 1'000);
@@ -247,6 +248,98 @@ TEST_CASE("Statistics are published in the slot", "[coordinator]") {
   const uint64_t beat = s.heartbeat.load();
   c->Maintain(base::SteadyNowNs(), 0);
   CHECK(s.heartbeat.load() == beat + 1);
+  const LevelRow& row = s.level_rows[0];
+  CHECK(row.level_key.load() == LevelKey(-1));
+  CHECK(row.ops_dispatched.load() == 2);
+  CHECK(row.ops_direct.load() == 1);
+  CHECK(row.ops_confined.load() == 1);
+  CHECK(row.delay_histogram[0].load() == 1);
+  CHECK(row.delay_histogram[DelayBucket(3'000'000)].load() == 1);
+  CHECK(s.level_rows[1].level_key.load() == 0);
+}
+
+TEST_CASE("Each level counts in a row of its own until the rows run out", "[coordinator]") {
+  TestSegment t;
+  auto c = t.Attach();
+  // One more level than there are rows: the last shares other_levels. -100 and 100 are the
+  // ends of the range (keys 1 and 201).
+  const int levels[kLevelRows + 1] = {100, -100, 0, 5};
+  for (int i = 0; i <= kLevelRows; ++i) {
+    for (int n = 0; n <= i; ++n) c->CountDispatched(levels[i], 1'000'000, false);
+    c->CountDirect(levels[i]);
+  }
+  c->CountDirect(100);  // its row again, not a new one
+  const ProcessSlot& s = c->segment().slot(c->slot_index());
+  for (int i = 0; i < kLevelRows; ++i) {
+    INFO("row " << i);
+    CHECK(s.level_rows[i].level_key.load() == LevelKey(levels[i]));
+    CHECK(s.level_rows[i].ops_dispatched.load() == static_cast<uint64_t>(i + 1));
+    CHECK(s.level_rows[i].delay_histogram[DelayBucket(1'000'000)].load() ==
+          static_cast<uint64_t>(i + 1));
+  }
+  CHECK(s.level_rows[0].ops_direct.load() == 2);
+  CHECK(s.other_levels.ops_dispatched.load() == kLevelRows + 1);
+  CHECK(s.other_levels.ops_direct.load() == 1);
+  CHECK(s.ops_dispatched.load() == 1 + 2 + 3 + 4);
+  CHECK(s.ops_direct.load() == kLevelRows + 2);
+}
+
+TEST_CASE("Threads that count new levels at once each get one row per level", "[coordinator]") {
+  TestSegment t;
+  auto c = t.Attach();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&c, i] {
+      for (int n = 0; n < 1000; ++n) c->CountDirect(i % 2 == 0 ? 10 : 20);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const ProcessSlot& s = c->segment().slot(c->slot_index());
+  const uint32_t a = s.level_rows[0].level_key.load(), b = s.level_rows[1].level_key.load();
+  CHECK(((a == LevelKey(10) && b == LevelKey(20)) || (a == LevelKey(20) && b == LevelKey(10))));
+  CHECK(s.level_rows[0].ops_direct.load() == 2000);
+  CHECK(s.level_rows[1].ops_direct.load() == 2000);
+  CHECK(s.level_rows[2].level_key.load() == 0);
+}
+
+TEST_CASE("Isolation state is published; a released coordinator writes nothing", "[coordinator]") {
+  TestSegment t;
+  auto c = t.Attach();
+  const ProcessSlot& s = c->segment().slot(c->slot_index());
+  c->PublishIsolation(16, 132, 3, 450'000);
+  CHECK(s.isolation_reserved_sms.load() == 16);
+  CHECK(s.isolation_device_sms.load() == 132);
+  CHECK(s.confined_in_flight_ops.load() == 3);
+  CHECK(s.confined_in_flight_estimated_ns.load() == 450'000);
+  c->Release();
+  // The slot may be another process's now: nothing more is written into it.
+  c->PublishIsolation(0, 0, 0, 0);
+  c->CountDirect(1);
+  c->CountDispatched(1, 1'000, true);
+  c->PublishQueue(9, 9);
+  CHECK(s.isolation_reserved_sms.load() == 16);
+  CHECK(s.ops_direct.load() == 0);
+  CHECK(s.ops_dispatched.load() == 0);
+  CHECK(s.queued_ops.load() == 0);
+  CHECK(s.level_rows[0].level_key.load() == 0);
+}
+
+TEST_CASE("A claimed slot starts with empty level rows and isolation fields", "[coordinator]") {
+  TestSegment t;
+  uint32_t index = 0;
+  {
+    auto first = t.Attach();
+    first->CountDispatched(7, 1'000, true);
+    first->PublishIsolation(16, 132, 1, 1);
+    index = first->slot_index();
+  }
+  auto second = t.Attach();
+  REQUIRE(second->slot_index() == index);
+  const ProcessSlot& s = second->segment().slot(index);
+  CHECK(s.level_rows[0].level_key.load() == 0);
+  CHECK(s.level_rows[0].ops_dispatched.load() == 0);
+  CHECK(s.isolation_reserved_sms.load() == 0);
+  CHECK(s.confined_in_flight_ops.load() == 0);
 }
 
 TEST_CASE("Delay buckets are half octaves of microseconds", "[coordinator]") {
