@@ -60,11 +60,13 @@ grep -q 'missing from .*NOTICE' "$work/bare.err" || fail "make_packages.py: $(ca
 # tools/package.sh --lib run as a user runs it, in a copy of the repository files the packages
 # carry (as the runfiles have them), writing into its default place.
 repo_files=(tools/package.sh tools/progress.sh tools/packaging/make_packages.py
-            tools/python/gpuprio.py tools/cli/gpuprio tools/cli/gpuprio_exporter.py
-            tools/cli/gpuprio_trace_merge.py
+            tools/python/gpuprio.py tools/cli/gpuprio
             scheduler/base/env_vars.def VERSION
             README.md docs/user_guide.md docs/build.md CHANGELOG.md NOTICE THIRD_PARTY_NOTICES.md
             LICENSE)
+for file in "$runfiles"/tools/cli/gpuprio_cli/*.py; do  # the launcher's package, every module
+  repo_files+=("tools/cli/gpuprio_cli/$(basename "$file")")
+done
 for file in "${repo_files[@]}"; do
   mkdir -p "$work/repo/$(dirname "$file")"
   cp -L "$runfiles/$file" "$work/repo/$file"
@@ -113,10 +115,10 @@ check_install() {
   reported="$("$cmd" --version)" || fail "$name: gpuprio --version failed"
   [[ "$reported" == "gpuprio $version" ]] ||
     fail "$name: gpuprio --version printed '$reported', not 'gpuprio $version' (VERSION)"
-  # The launcher's modules travel with it (gpuprio_exporter.py: `gpuprio exporter`).
+  # The launcher's package travels with it (gpuprio_cli/exporter.py: `gpuprio exporter`).
   "$cmd" exporter --help | grep -q -- '--max-segments' ||
-    fail "$name: gpuprio exporter is missing (gpuprio_exporter.py not beside the launcher?)"
-  # gpuprio_trace_merge.py: `gpuprio trace merge` of a missing file names the file, not the module.
+    fail "$name: gpuprio exporter is missing (gpuprio_cli/ not beside the launcher?)"
+  # gpuprio_cli/trace_merge.py: `gpuprio trace merge` of a missing file names the file.
   "$cmd" trace merge "$work/no_trace.json" -o "$work/merged.$name.json" 2>"$work/merge.$name.err" &&
     fail "$name: gpuprio trace merge of a missing file succeeded"
   grep -q "cannot read '$work/no_trace.json'" "$work/merge.$name.err" ||

@@ -1,6 +1,7 @@
 // The shared segment's layout is written down three times: in C++ (the contract,
-// scheduler/coordinator/segment_layout.h), in the launcher (tools/cli/gpuprio: `top`, `doctor`,
-// `clean-segments` and `exporter` read segments with it) and in the tests' segment writer
+// scheduler/coordinator/segment_layout.h), in the launcher's package
+// (tools/cli/gpuprio_cli/segment_layout.py: `top`, `doctor`, `clean-segments` and `exporter` read
+// segments with it) and in the tests' segment writer
 // (tests/tools/segment_writer.py). Each Python copy is loaded here and must give every field it
 // names the C++ offset and size, and the constants their C++ values.
 #include <cstddef>
@@ -165,7 +166,8 @@ constexpr char kConstNames[] =
     "DELAY_BUCKETS,SLOT_LIVE,SEGMENT_MAGIC,MAGIC,HISTOGRAM_OFFSET,LEVEL_LAST_SUBMIT_OFFSET";
 
 TEST_CASE("The launcher reads the segment at the C++ layout's offsets", "[tools][coordinator]") {
-  const PythonView view = Load("tools/cli/gpuprio", kConstNames, "HEADER_FIELDS,SLOT_FIELDS");
+  const PythonView view =
+      Load("tools/cli/gpuprio_cli/segment_layout.py", kConstNames, "HEADER_FIELDS,SLOT_FIELDS");
   CheckTable(view.tables.at("HEADER_FIELDS"), HeaderFields(), "SegmentHeader");
   CheckTable(view.tables.at("SLOT_FIELDS"), SlotFields(), "ProcessSlot");
   CheckConstants(view, CppConstants("SEGMENT_MAGIC"), 9);

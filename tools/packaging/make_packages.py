@@ -5,11 +5,12 @@
 
 The wheel (written with zipfile: no PyPI, no build backend) holds the package `gpuprio`: the ctypes
 helper (tools/python/gpuprio.py) as its __init__, the launcher (tools/cli/gpuprio) as
-gpuprio/_cli.py with a `gpuprio` console script and its modules (CLI_MODULES), env_vars.def and
-VERSION beside them, where the launcher and the helper look first, libgpuprio.so in gpuprio/lib/ (a
-directory without an __init__.py, so pkgutil and help(gpuprio) do not take the library for a
-module; the launcher looks there), and the licence and notices in its .dist-info. The .deb puts the
-launcher and its modules, libgpuprio.so, env_vars.def and VERSION in /usr/lib/gpuprio
+gpuprio/_cli.py with a `gpuprio` console script and its package (gpuprio/gpuprio_cli/, every module
+of tools/cli/gpuprio_cli), env_vars.def and VERSION beside them, where the launcher and the helper
+look first, libgpuprio.so in gpuprio/lib/ (a directory without an __init__.py, so pkgutil and
+help(gpuprio) do not take the library for a module; the launcher looks there), and the licence and
+notices in its .dist-info. The .deb puts the
+launcher and its package, libgpuprio.so, env_vars.def and VERSION in /usr/lib/gpuprio
 (/usr/bin/gpuprio links there; the launcher runs under Debian's /usr/bin/python3, whatever python3
 comes first on PATH), the helper and VERSION in /usr/lib/python3/dist-packages/gpuprio, and the
 docs, notices and copyright file in /usr/share/doc/gpuprio. A file either package ships that is
@@ -43,9 +44,10 @@ DEB_SHEBANG = b"#!/usr/bin/python3"
 # Where the wheel keeps the library inside the package: a directory with no __init__.py, which
 # pkgutil does not list (the launcher's library_candidates() looks there).
 WHEEL_LIB = "gpuprio/lib/libgpuprio.so"
-# The launcher's modules, loaded from the launcher's own directory (tools/cli/gpuprio's
-# exporter_module): beside gpuprio/_cli.py in the wheel, in /usr/lib/gpuprio in the .deb.
-CLI_MODULES = ("tools/cli/gpuprio_exporter.py", "tools/cli/gpuprio_trace_merge.py")
+# The launcher's package, which the launcher loads from its own directory (tools/cli/gpuprio's
+# package_directory): gpuprio/gpuprio_cli/ beside gpuprio/_cli.py in the wheel,
+# /usr/lib/gpuprio/gpuprio_cli/ in the .deb. Every module in it is shipped.
+CLI_PACKAGE = "tools/cli/gpuprio_cli"
 # What the wheel puts in its .dist-info: the Apache License's own terms require LICENSE and NOTICE
 # to travel with the library; THIRD_PARTY_NOTICES.md names what libgpuprio.so contains.
 WHEEL_NOTICES = ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md")
@@ -75,6 +77,14 @@ def require_files(repo, names):
         raise SystemExit(f"make_packages: missing from {repo}: {', '.join(missing)}")
 
 
+def cli_modules(repo):
+    """The launcher's package's modules, as repository paths (its __init__.py, which
+    require_files asks for, and every other .py file in it), sorted."""
+    directory = os.path.join(repo, CLI_PACKAGE)
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".py"))
+    return [f"{CLI_PACKAGE}/{name}" for name in names]
+
+
 def record_line(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
@@ -88,8 +98,9 @@ def write_wheel(repo, lib, version, out):
         ("gpuprio/__init__.py", read(os.path.join(repo, "tools/python/gpuprio.py"), "rb"), False),
         ("gpuprio/_cli.py", read(os.path.join(repo, "tools/cli/gpuprio"), "rb"), False),
     ] + [
-        (f"gpuprio/{os.path.basename(module)}", read(os.path.join(repo, module), "rb"), False)
-        for module in CLI_MODULES
+        (f"gpuprio/gpuprio_cli/{os.path.basename(module)}", read(os.path.join(repo, module), "rb"),
+         False)
+        for module in cli_modules(repo)
     ] + [
         (WHEEL_LIB, read(lib, "rb"), True),
         ("gpuprio/env_vars.def", read(os.path.join(repo, "scheduler/base/env_vars.def"), "rb"),
@@ -160,9 +171,9 @@ def write_deb(repo, lib, version, out):
             f.write(with_shebang(read(os.path.join(repo, "tools/cli/gpuprio"), "rb"),
                                  DEB_SHEBANG))
         os.chmod(launcher, 0o755)
-        for module in CLI_MODULES:  # imported by the launcher from its own directory
-            install(os.path.join(repo, module), os.path.join(lib_dir, os.path.basename(module)),
-                    0o644)
+        for module in cli_modules(repo):  # loaded by the launcher from its own directory
+            install(os.path.join(repo, module),
+                    os.path.join(lib_dir, "gpuprio_cli", os.path.basename(module)), 0o644)
         install(os.path.join(repo, "scheduler/base/env_vars.def"),
                 os.path.join(lib_dir, "env_vars.def"), 0o644)
         install(os.path.join(repo, "VERSION"), os.path.join(lib_dir, "VERSION"), 0o644)
@@ -200,7 +211,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     require_files(args.repo, ("VERSION", "tools/python/gpuprio.py", "tools/cli/gpuprio",
-                              "scheduler/base/env_vars.def") + CLI_MODULES + DOCS
+                              "scheduler/base/env_vars.def", f"{CLI_PACKAGE}/__init__.py")
+                  + DOCS
                   + WHEEL_NOTICES)
     version = read(os.path.join(args.repo, "VERSION")).strip()
     os.makedirs(args.out, exist_ok=True)

@@ -2,9 +2,8 @@
 processes (GPUPRIO_TRACE=FILE, one file per process) as one trace, so one Perfetto view shows
 which process's work delayed which. docs/trace_format.md ("Merged traces") is the contract.
 
-Loaded by tools/cli/gpuprio (installed beside it as gpuprio_trace_merge.py), which hands over its own
-module: the bounded streaming reader of `trace summarize` (TraceText, JsonReader, read_trace) and
-its event checks (Summary) are reused from there, so both commands refuse the same input.
+The bounded streaming reader of `trace summarize` (trace_reader.py, trace_summarize.read_trace) and
+its event checks (Summary) are reused, so both commands refuse the same input.
 
 The rule, in short:
   * Clock: every file's `ts` is relative to its `baseTimeNanoseconds`, a time on CUPTI's clock,
@@ -30,6 +29,14 @@ import os
 import stat
 import sys
 import zlib
+
+from .trace_reader import (
+    MAX_INPUT_MB, MAX_MEMORY_MB, READ_BYTES, BadField, describe, micros_field, open_trace)
+from .trace_summarize import GPU_PID_BASE, Summary, read_trace
+from .util import UsageError
+
+MERGE_USAGE = ("gpuprio trace merge FILE [FILE...] -o OUTPUT [--max-input-mb N] "
+               "[--max-memory-mb N]")
 
 GPU_STRIDE = 1000  # GPU d of input n: pid GPU_PID_BASE + GPU_STRIDE * n + d
 MIN_ID_DIGITS = 6
@@ -65,10 +72,9 @@ class Scan:
     also bounds the memory kept), plus what the merge needs: the pids, the largest id, the
     process's name, baseTimeNanoseconds and otherData."""
 
-    def __init__(self, cli, path, max_memory_mb):
-        self.cli = cli
+    def __init__(self, path, max_memory_mb):
         self.path = path
-        self.summary = cli.Summary(path, max_memory_mb)
+        self.summary = Summary(path, max_memory_mb)
         self.base = None
         self.other = None
         self.restart_own()
@@ -95,7 +101,7 @@ class Scan:
         self.events += 1
         if self.bad is not None:
             return
-        problem = event_problem(self.cli, e)
+        problem = event_problem(e)
         if problem:
             self.bad = (index, problem)
             return
@@ -118,11 +124,11 @@ class Scan:
         self.summary.check(version)
         if self.bad is not None:
             index, problem = self.bad
-            raise self.cli.UsageError(f"{self.path!r} has a malformed event: "
+            raise UsageError(f"{self.path!r} has a malformed event: "
                                       f"traceEvents[{index}]{problem}")
 
 
-def event_problem(cli, e):
+def event_problem(e):
     """What merge needs of an event beyond what summarize checks: "" if it is fine, else the
     field and its problem."""
     if not isinstance(e, dict):
@@ -131,26 +137,26 @@ def event_problem(cli, e):
         return ".ph is missing or not a string"
     pid = e.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < 2**32:
-        return f".pid is {cli.describe(pid)}, not an integer in [0, 2**32)"
+        return f".pid is {describe(pid)}, not an integer in [0, 2**32)"
     if e["ph"] != "M" or "ts" in e:
         try:
-            cli.micros_field(e, "ts")
-        except cli.BadField as bad:
+            micros_field(e, "ts")
+        except BadField as bad:
             return f".{bad.field} {bad.problem}"
     for key in ID_KEYS:
         if key in e:
             value = e[key]
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-                return f".{key} is {cli.describe(value)}, not an integer in [0, 2**63)"
+                return f".{key} is {describe(value)}, not an integer in [0, 2**63)"
     if "id2" in e:
         return ".id2 is not in gpuprio's format (flows and queue slices use \"id\")"
     args = e.get("args")
     if args is not None and not isinstance(args, dict):
-        return f".args is {cli.describe(args)}, not an object"
+        return f".args is {describe(args)}, not an object"
     if isinstance(args, dict) and "op_id" in args:
         value = args["op_id"]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-            return f".args.op_id is {cli.describe(value)}, not an integer in [0, 2**63)"
+            return f".args.op_id is {describe(value)}, not an integer in [0, 2**63)"
     return ""
 
 
@@ -168,16 +174,16 @@ class Input:
         self.id_offset = 0
 
 
-def check_input_file(cli, path):
+def check_input_file(path):
     """(dev, ino) of path, a regular file that is not a symbolic link; UsageError otherwise."""
     try:
         info = os.lstat(path)
     except OSError as e:
-        raise cli.UsageError(f"cannot read {path!r}: {e.strerror or e}")
+        raise UsageError(f"cannot read {path!r}: {e.strerror or e}")
     if stat.S_ISLNK(info.st_mode):
-        raise cli.UsageError(f"cannot read {path!r}: it is a symbolic link; give the file it "
+        raise UsageError(f"cannot read {path!r}: it is a symbolic link; give the file it "
                              f"points to")
-    cli.os.close(cli.open_trace(path))  # refuses FIFOs, devices, sockets, directories
+    os.close(open_trace(path))  # refuses FIFOs, devices, sockets, directories
     return identity(info)
 
 
@@ -186,13 +192,13 @@ def process_name(inp):
     return name
 
 
-def plan(cli, inputs):
+def plan(inputs):
     """Chooses each input's pids, id offset and clock shift; UsageError for files that cannot be
     merged."""
     versions = {inp.info["version"] for inp in inputs}
     if len(versions) > 1:
         listed = ", ".join(f"{inp.path!r} is version {inp.info['version']}" for inp in inputs)
-        raise cli.UsageError(f"cannot merge traces of different format versions ({listed}): "
+        raise UsageError(f"cannot merge traces of different format versions ({listed}): "
                              f"write them with one gpuprio version")
     for key in CLOCK_KEYS:
         seen = {}
@@ -202,37 +208,37 @@ def plan(cli, inputs):
                 seen.setdefault(str(value), inp.path)
         if len(seen) > 1:
             (a, pa), (b, pb) = list(seen.items())[:2]
-            raise cli.UsageError(f"cannot merge {pa!r} and {pb!r}: their clocks cannot be "
+            raise UsageError(f"cannot merge {pa!r} and {pb!r}: their clocks cannot be "
                                  f"related ({key} {a!r} and {b!r}; CUPTI's clock is one "
                                  f"machine's, since its boot)")
     for inp in inputs:
         base = inp.scan.base
         if isinstance(base, bool) or not isinstance(base, int) or not -2**63 <= base < 2**63:
-            raise cli.UsageError(f"{inp.path!r} is not a gpuprio trace that can be merged: "
-                                 f"baseTimeNanoseconds is {cli.describe(base)}, not an integer "
+            raise UsageError(f"{inp.path!r} is not a gpuprio trace that can be merged: "
+                                 f"baseTimeNanoseconds is {describe(base)}, not an integer "
                                  f"(the CUPTI clock time of ts 0)")
     base = min(inp.scan.base for inp in inputs)
     largest = max(inp.scan.max_id for inp in inputs)
     digits = max(MIN_ID_DIGITS, len(str(largest)))
     stride = 10**digits
     if stride * (len(inputs) + 1) >= 2**63:
-        raise cli.UsageError(f"cannot merge: ids up to {largest} leave no room to tell "
+        raise UsageError(f"cannot merge: ids up to {largest} leave no room to tell "
                              f"{len(inputs)} processes apart below 2**63")
     used = set()
     for inp in inputs:
         inp.shift_ns = inp.scan.base - base
         inp.id_offset = inp.number * stride
         for pid in sorted(inp.scan.pids):
-            if pid >= cli.GPU_PID_BASE:
-                device = pid - cli.GPU_PID_BASE
+            if pid >= GPU_PID_BASE:
+                device = pid - GPU_PID_BASE
                 if device >= GPU_STRIDE:
-                    raise cli.UsageError(f"{inp.path!r} has GPU pid {pid} (device {device}); "
+                    raise UsageError(f"{inp.path!r} has GPU pid {pid} (device {device}); "
                                          f"merge takes devices below {GPU_STRIDE}")
-                inp.pid_map[pid] = cli.GPU_PID_BASE + GPU_STRIDE * inp.number + device
-        for pid in sorted(p for p in inp.scan.pids if p < cli.GPU_PID_BASE):
+                inp.pid_map[pid] = GPU_PID_BASE + GPU_STRIDE * inp.number + device
+        for pid in sorted(p for p in inp.scan.pids if p < GPU_PID_BASE):
             new = pid
             if new in used:
-                new = cli.GPU_PID_BASE - 1
+                new = GPU_PID_BASE - 1
                 while new in used or any(new in other.scan.pids for other in inputs):
                     new -= 1
             used.add(new)
@@ -246,7 +252,7 @@ def shifted(ts, shift_ns):
     return (round(ts * 1000) + shift_ns) / 1000
 
 
-def transform(inp, e, cli):
+def transform(inp, e):
     """Event e of input inp as the merged file has it (a new dict)."""
     e = dict(e)
     pid = e["pid"]
@@ -264,16 +270,16 @@ def transform(inp, e, cli):
             e["args"] = args
         if e["ph"] == "M" and isinstance(args.get("name"), str):
             if e.get("name") == "process_name":
-                e["args"] = dict(args, name=track_name(inp, pid, args["name"], cli))
+                e["args"] = dict(args, name=track_name(inp, pid, args["name"]))
     return e
 
 
-def track_name(inp, pid, name, cli):
+def track_name(inp, pid, name):
     process = f"pid {inp.pid}" if inp.pid is not None else f"input {inp.number}"
     command = process_name(inp)
     if command and command != f"process {inp.pid}":
         process += f", {command}"
-    if pid >= cli.GPU_PID_BASE:
+    if pid >= GPU_PID_BASE:
         return f"{name} ({process})"
     if inp.pid_map[pid] != pid:
         return f"{name} (pid {pid} of {os.path.basename(inp.path)})"
@@ -285,8 +291,7 @@ class Output:
     O_NOFOLLOW) and renamed onto the output when complete; gzip-compressed if the name ends in
     .gz."""
 
-    def __init__(self, cli, path):
-        self.cli = cli
+    def __init__(self, path):
         self.path = path
         directory = os.path.dirname(path) or "."
         name = os.path.basename(path)
@@ -303,13 +308,13 @@ class Output:
             except FileExistsError:
                 continue
             except OSError as e:
-                raise cli.UsageError(f"cannot write {path!r}: {e.strerror or e}")
-        raise cli.UsageError(f"cannot write {path!r}: no free temporary name beside it")
+                raise UsageError(f"cannot write {path!r}: {e.strerror or e}")
+        raise UsageError(f"cannot write {path!r}: no free temporary name beside it")
 
     def write(self, text):
         self.buffer.append(text)
         self.buffered += len(text)
-        if self.buffered >= self.cli.READ_BYTES:
+        if self.buffered >= READ_BYTES:
             self.flush()
 
     def flush(self):
@@ -325,7 +330,7 @@ class Output:
             try:
                 view = view[os.write(self.fd, view):]
             except OSError as e:
-                raise self.cli.UsageError(f"cannot write {self.path!r}: {e.strerror or e}")
+                raise UsageError(f"cannot write {self.path!r}: {e.strerror or e}")
 
     def commit(self):
         self.flush()
@@ -337,7 +342,7 @@ class Output:
             self.fd = None
             os.rename(self.temp, self.path)
         except OSError as e:
-            raise self.cli.UsageError(f"cannot write {self.path!r}: {e.strerror or e}")
+            raise UsageError(f"cannot write {self.path!r}: {e.strerror or e}")
         self.temp = None
 
     def abandon(self):
@@ -355,8 +360,7 @@ class Writer:
     """Pass 2 over one input: each event, checked again against pass 1 (the file must not have
     changed), written transformed."""
 
-    def __init__(self, cli, inp, out, first):
-        self.cli = cli
+    def __init__(self, inp, out, first):
         self.inp = inp
         self.out = out
         self.first = first  # [bool]: no event written yet
@@ -364,14 +368,14 @@ class Writer:
 
     def restart(self):
         if self.count:  # a repeated "traceEvents": pass 1 saw only the last one
-            raise self.cli.UsageError(f"{self.inp.path!r} has more than one \"traceEvents\" "
+            raise UsageError(f"{self.inp.path!r} has more than one \"traceEvents\" "
                                       f"list; merge takes one")
 
     def add(self, index, e):
-        if event_problem(self.cli, e) or e["pid"] not in self.inp.pid_map:
-            raise self.cli.UsageError(f"{self.inp.path!r} changed while it was merged")
+        if event_problem(e) or e["pid"] not in self.inp.pid_map:
+            raise UsageError(f"{self.inp.path!r} changed while it was merged")
         self.count += 1
-        text = json.dumps(transform(self.inp, e, self.cli), ensure_ascii=False,
+        text = json.dumps(transform(self.inp, e), ensure_ascii=False,
                           allow_nan=False, separators=(",", ":"))
         self.out.write(text if self.first[0] else ",\n" + text)
         self.first[0] = False
@@ -380,7 +384,7 @@ class Writer:
         pass
 
 
-def merged_other(cli, inputs, base, stride, version):
+def merged_other(inputs, base, stride, version):
     gpuprio = {"version": version}
     for key in SUMMED_KEYS:
         values = [inp.gpuprio.get(key) for inp in inputs]
@@ -410,19 +414,20 @@ def merged_other(cli, inputs, base, stride, version):
     return other
 
 
-def command(args, cli):
+def command_trace_merge(args, environ):
+    """`gpuprio trace merge`."""
     for option, value in (("--max-input-mb", args.max_input_mb),
                           ("--max-memory-mb", args.max_memory_mb)):
         if value < 0:
-            raise cli.UsageError(f"{option} must be 0 (no limit) or more, not {value}")
+            raise UsageError(f"{option} must be 0 (no limit) or more, not {value}")
     if len(args.files) > MAX_INPUTS:
-        raise cli.UsageError(f"at most {MAX_INPUTS} traces can be merged, not {len(args.files)}")
+        raise UsageError(f"at most {MAX_INPUTS} traces can be merged, not {len(args.files)}")
     output = args.output
     identities = {}
     for path in args.files:
-        ident = check_input_file(cli, path)
+        ident = check_input_file(path)
         if ident in identities:
-            raise cli.UsageError(f"{path!r} and {identities[ident]!r} are the same file")
+            raise UsageError(f"{path!r} and {identities[ident]!r} are the same file")
         identities[ident] = path
     # Never over an input: neither the output's own name nor what it links to.
     for follow in (False, True):
@@ -433,49 +438,49 @@ def command(args, cli):
         except OSError as e:
             if e.errno == errno.ELOOP:
                 continue
-            raise cli.UsageError(f"cannot write {output!r}: {e.strerror or e}")
+            raise UsageError(f"cannot write {output!r}: {e.strerror or e}")
         if identity(info) in identities:
-            raise cli.UsageError(f"cannot write {output!r}: it is the input "
+            raise UsageError(f"cannot write {output!r}: it is the input "
                                  f"{identities[identity(info)]!r}; name another output")
         if not follow and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-            raise cli.UsageError(f"cannot write {output!r}: it exists and is not a regular file")
+            raise UsageError(f"cannot write {output!r}: it exists and is not a regular file")
 
     try:
-        return merge(args, cli, identities)
+        return merge(args, identities)
     except MemoryError:  # the bounds are estimates, and 0 lifts them
-        raise cli.UsageError(f"cannot merge: out of memory (--max-memory-mb "
+        raise UsageError(f"cannot merge: out of memory (--max-memory-mb "
                              f"{args.max_memory_mb})")
 
 
-def merge(args, cli, identities):
+def merge(args, identities):
     output = args.output
     inputs = []
     for number, path in enumerate(args.files, start=1):
         before = fingerprint(path)
-        scan = Scan(cli, path, args.max_memory_mb)
-        info = cli.read_trace(path, args.max_input_mb, scan)
+        scan = Scan(path, args.max_memory_mb)
+        info = read_trace(path, args.max_input_mb, scan)
         scan.summary = None  # what it kept of the ops is not needed any more
         if fingerprint(path) != before:
-            raise cli.UsageError(f"{path!r} changed while it was merged")
+            raise UsageError(f"{path!r} changed while it was merged")
         inputs.append(Input(number, path, before, scan, info))
-    base, stride = plan(cli, inputs)
+    base, stride = plan(inputs)
     version = inputs[0].info["version"]
 
-    out = Output(cli, output)
+    out = Output(output)
     try:
         out.write("{\"otherData\":")
-        out.write(json.dumps(merged_other(cli, inputs, base, stride, version),
+        out.write(json.dumps(merged_other(inputs, base, stride, version),
                              ensure_ascii=False, allow_nan=False))
         out.write(f",\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":{base},"
                   f"\"traceEvents\":[\n")
         first = [True]
         for inp in inputs:
             if fingerprint(inp.path) != inp.fingerprint:
-                raise cli.UsageError(f"{inp.path!r} changed while it was merged")
-            writer = Writer(cli, inp, out, first)
-            cli.read_trace(inp.path, args.max_input_mb, writer)
+                raise UsageError(f"{inp.path!r} changed while it was merged")
+            writer = Writer(inp, out, first)
+            read_trace(inp.path, args.max_input_mb, writer)
             if writer.count != inp.scan.events or fingerprint(inp.path) != inp.fingerprint:
-                raise cli.UsageError(f"{inp.path!r} changed while it was merged")
+                raise UsageError(f"{inp.path!r} changed while it was merged")
         out.write("\n]}\n")
         out.commit()
     finally:
@@ -483,3 +488,31 @@ def merge(args, cli, identities):
     print(f"merged {len(inputs)} traces ({sum(i.scan.events for i in inputs)} events) into "
           f"{output}")
     return 0
+
+
+def add_parser(trace_commands):
+    """`gpuprio trace merge`."""
+    merge_parser = trace_commands.add_parser(
+        "merge", help="several processes' traces as one, each process's tracks kept apart",
+        usage=MERGE_USAGE,
+        description="Merges the traces of several processes of one machine (CUPTI's clock is "
+                    "the machine's) into one Chrome trace: times on the earliest file's base, "
+                    "each process's GPU tracks under their own pid (1000000 + 1000 * N + device "
+                    "for the Nth file) named after the process, op, flow and queue ids of the Nth "
+                    "file made N * 10**D + id, so flows connect within each process only. Inputs "
+                    "are read as summarize reads them (regular files, not symbolic links, at "
+                    "most --max-input-mb each); OUTPUT is written to a temporary file beside it "
+                    "and renamed, never over an input, gzipped if it ends in .gz. "
+                    "docs/trace_format.md, \"Merged traces\".",
+        epilog="example: gpuprio trace merge serve.json batch.json.gz -o both.json.gz")
+    merge_parser.add_argument("files", nargs="+", metavar="FILE",
+                              help="traces written by gpuprio, plain or gzipped")
+    merge_parser.add_argument("-o", "--output", required=True, metavar="OUTPUT",
+                              help="the merged trace (.json or .json.gz)")
+    merge_parser.add_argument("--max-input-mb", type=int, default=MAX_INPUT_MB, metavar="N",
+                              help=f"refuse an input of more than N MiB of JSON once "
+                                   f"decompressed (default {MAX_INPUT_MB}; 0: no limit)")
+    merge_parser.add_argument("--max-memory-mb", type=int, default=MAX_MEMORY_MB, metavar="N",
+                              help=f"refuse an input whose checks keep more than about N MiB "
+                                   f"(default {MAX_MEMORY_MB}; 0: no limit)")
+    merge_parser.set_defaults(handler=command_trace_merge)

@@ -1,9 +1,8 @@
 """`gpuprio exporter`: the per-GPU shared-memory segments as Prometheus metrics over HTTP.
 
-Loaded by tools/cli/gpuprio (which it is found beside, in a checkout and in both packages) and
-handed that module, `cli`: the segments are found, opened and checked by the same code as
-`gpuprio top`'s (cli.segment_directories, cli.read_segment, cli.liveness, cli.bucket_upper_us),
-only the listing is this module's own, to cap what one scrape reads. Standard library only.
+The segments are found, opened and checked by the same code as `gpuprio top`'s (segments.py:
+segment_directories, read_segment, liveness; top_report.py: bucket_upper_us), only the listing is
+this module's own, to cap what one scrape reads. Standard library only.
 
 Every scrape reads the segments anew: each file is opened read-only (O_NOFOLLOW | O_NONBLOCK,
 never mapped, never written, no lock taken: slot liveness is asked with F_OFD_GETLK), a file that
@@ -24,6 +23,14 @@ import socket
 import sys
 import threading
 import time
+
+from .run import check_domain
+from .segment_layout import DELAY_BUCKETS, SEGMENT_BYTES, SEGMENT_FILE_NAME, SHM_DIR
+from .segments import (
+    BadSegment, Vanished, default_shm_dir, format_gpu_uuid, own_ids, pid_namespace_inode,
+    priority_or_none, read_segment, segment_directories)
+from .top_report import bucket_upper_us
+from .util import UsageError, product_version
 
 DEFAULT_LISTEN = "127.0.0.1"
 DEFAULT_PORT = 9464
@@ -119,7 +126,7 @@ def parse_cgroup(text):
     return pod, container
 
 
-# Why a segment was refused (cli.read_segment's text) -> (state, reason label).
+# Why a segment was refused (read_segment's text) -> (state, reason label).
 REASONS = (
     ("symbolic link", "unreadable", "symlink"),
     ("not a regular file", "unreadable", "not_regular_file"),
@@ -159,8 +166,7 @@ def midpoint_seconds(bucket, buckets):
 
 
 class Exporter:
-    def __init__(self, cli, shm_dir, domain, max_segments):
-        self.cli = cli
+    def __init__(self, shm_dir, domain, max_segments):
         self.shm_dir = shm_dir
         self.domain = domain
         self.max_segments = max_segments
@@ -172,15 +178,15 @@ class Exporter:
         # The le bounds of the delay histogram, in seconds, with the segment buckets each one
         # closes (bucket_upper_us gives buckets 1 and 2 the same whole-microsecond bound).
         self.le_bounds = []
-        for bucket in range(cli.DELAY_BUCKETS):
-            upper = cli.bucket_upper_us(bucket)
+        for bucket in range(DELAY_BUCKETS):
+            upper = bucket_upper_us(bucket)
             if upper is None:
                 continue
             if self.le_bounds and self.le_bounds[-1][0] == upper:
                 self.le_bounds[-1] = (upper, bucket)
             else:
                 self.le_bounds.append((upper, bucket))
-        self.midpoints = [midpoint_seconds(b, cli.DELAY_BUCKETS) for b in range(cli.DELAY_BUCKETS)]
+        self.midpoints = [midpoint_seconds(b, DELAY_BUCKETS) for b in range(DELAY_BUCKETS)]
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -196,9 +202,8 @@ class Exporter:
     def read_all(self, deadline):
         """{"segments": [(relative path, segment)], "files": [(relative path, domain, uuid,
         state, reason)], "skipped": n, "bytes": n, "truncated_listing": n}."""
-        cli = self.cli
         result = {"segments": [], "files": [], "skipped": 0, "bytes": 0, "truncated": 0}
-        uids, gids = cli.own_ids()
+        uids, gids = own_ids()
         try:
             shm_fd = os.open(self.shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
                              | os.O_CLOEXEC)
@@ -214,7 +219,7 @@ class Exporter:
                                         errno.errorcode.get(e.errno, "error")))
                 return result
             result["truncated"] += cut
-            directories, refused = cli.segment_directories(self.shm_dir, shm_fd, names, uids, gids)
+            directories, refused = segment_directories(self.shm_dir, shm_fd, names, uids, gids)
         finally:
             os.close(shm_fd)
         for path, _ in refused:
@@ -231,7 +236,7 @@ class Exporter:
                     continue
                 result["truncated"] += cut
                 for file_name in file_names:
-                    match = cli.SEGMENT_FILE_NAME.fullmatch(file_name)
+                    match = SEGMENT_FILE_NAME.fullmatch(file_name)
                     if match is None or match[1] in (".", ".."):
                         continue
                     if self.domain is not None and match[1] != self.domain:
@@ -241,16 +246,16 @@ class Exporter:
                         continue
                     read += 1
                     relative = f"{dir_name}/{file_name}"
-                    uuid = cli.format_gpu_uuid(bytes.fromhex(match[2]))
+                    uuid = format_gpu_uuid(bytes.fromhex(match[2]))
                     try:
-                        segment = cli.read_segment(dir_fd, file_name, (scope, owner_id))
-                    except cli.Vanished:
+                        segment = read_segment(dir_fd, file_name, (scope, owner_id))
+                    except Vanished:
                         continue
-                    except cli.BadSegment as bad:
+                    except BadSegment as bad:
                         state, reason = classify(bad.why)
                         result["files"].append((relative, match[1], uuid, state, reason))
                         continue
-                    result["bytes"] += cli.SEGMENT_BYTES
+                    result["bytes"] += SEGMENT_BYTES
                     alive = any(s["lock_held"] for s in segment["slots"])
                     result["files"].append((relative, match[1], uuid, "ok" if alive else "stale",
                                             "" if alive else "no_live_process"))
@@ -282,9 +287,8 @@ class Exporter:
         return m.text()
 
     def segment_metrics(self, m, result):
-        cli = self.cli
         now_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        own_namespace = cli.pid_namespace_inode()
+        own_namespace = pid_namespace_inode()
         m.declare("gpuprio_segment_status", "gauge",
                   "1 per segment file found, by state: ok (read, a process holds a slot lock), "
                   "stale (read or being set up, no process holds a slot), damaged (wrong size, "
@@ -352,7 +356,7 @@ class Exporter:
             m.add("gpuprio_gpu_processes", alive_count, gpu)
             m.add("gpuprio_gpu_dead_slots", sum(1 for s in segment["slots"]
                                                 if s["lock_held"] is False), gpu)
-            high_water = cli.priority_or_none(segment["priority_high_water"])
+            high_water = priority_or_none(segment["priority_high_water"])
             if high_water is not None:
                 m.add("gpuprio_gpu_priority_high_water", high_water, gpu)
             for slot in segment["slots"]:
@@ -363,8 +367,7 @@ class Exporter:
                 del self.heartbeats[key]
 
     def slot_metrics(self, m, segment, slot, gpu, own_namespace, now_ns, seen):
-        cli = self.cli
-        priority = cli.priority_or_none(slot["default_priority"])
+        priority = priority_or_none(slot["default_priority"])
         pod = container = ""
         if own_namespace is not None and slot["pid_namespace"] == own_namespace:
             pod, container = cgroup_identity(slot["pid"])
@@ -385,7 +388,7 @@ class Exporter:
               labels)
         for family, key in (("gpuprio_process_active_priority", "active_priority"),
                             ("gpuprio_process_max_seen_priority", "max_seen_priority")):
-            value = cli.priority_or_none(slot[key])
+            value = priority_or_none(slot[key])
             if value is not None:
                 m.add(family, value, labels)
         m.add("gpuprio_process_held", slot["held"], labels)
@@ -448,7 +451,7 @@ class Exporter:
 
     def version(self):
         try:
-            return self.cli.product_version() or ""
+            return product_version() or ""
         except Exception:
             return ""
 
@@ -522,8 +525,8 @@ class Server(http.server.ThreadingHTTPServer):
         pass  # a client that went away mid-reply is no news
 
 
-def add_parser(subcommands, cli):
-    """Registers `gpuprio exporter` on the CLI's subparsers (cli: the gpuprio module)."""
+def add_parser(subcommands):
+    """Registers `gpuprio exporter` on the CLI's subparsers."""
     parser = subcommands.add_parser(
         "exporter", help="serve the segments' metrics to Prometheus over HTTP",
         usage="gpuprio exporter [--listen ADDR] [--port N] [--shm-dir DIR] "
@@ -541,7 +544,7 @@ def add_parser(subcommands, cli):
                         help=f"TCP port (default {DEFAULT_PORT}; 0: any free port, printed)")
     parser.add_argument("--shm-dir", metavar="DIR",
                         help=f"the GPUPRIO_SHM_DIR whose segments to read (default: "
-                             f"$GPUPRIO_SHM_DIR if set, else {cli.SHM_DIR})")
+                             f"$GPUPRIO_SHM_DIR if set, else {SHM_DIR})")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--domain", metavar="NAME",
                        help="only the segments of this GPUPRIO_DOMAIN")
@@ -550,13 +553,13 @@ def add_parser(subcommands, cli):
     parser.add_argument("--max-segments", metavar="N", default=str(DEFAULT_MAX_SEGMENTS),
                         help=f"segment files read per scrape at most, the rest counted as "
                              f"skipped (default {DEFAULT_MAX_SEGMENTS})")
-    parser.set_defaults(handler=lambda args, environ: command_exporter(args, environ, cli))
+    parser.set_defaults(handler=command_exporter)
     return parser
 
 
-def whole_number(cli, option, text, low, high):
+def whole_number(option, text, low, high):
     if not re.fullmatch(r"[0-9]{1,9}", text or "") or not low <= int(text) <= high:
-        raise cli.UsageError(f"{option}: {text!r} is not a whole number in [{low}, {high}]")
+        raise UsageError(f"{option}: {text!r} is not a whole number in [{low}, {high}]")
     return int(text)
 
 
@@ -564,13 +567,13 @@ class Server6(Server):
     address_family = socket.AF_INET6
 
 
-def command_exporter(args, environ, cli):
-    port = whole_number(cli, "--port", args.port, 0, 65535)
-    max_segments = whole_number(cli, "--max-segments", args.max_segments, 1, MAX_SEGMENTS_LIMIT)
-    domain = None if args.domain is None else cli.check_domain("--domain", args.domain)
+def command_exporter(args, environ):
+    port = whole_number("--port", args.port, 0, 65535)
+    max_segments = whole_number("--max-segments", args.max_segments, 1, MAX_SEGMENTS_LIMIT)
+    domain = None if args.domain is None else check_domain("--domain", args.domain)
     shm_dir = os.path.abspath(args.shm_dir if args.shm_dir is not None
-                              else cli.default_shm_dir(environ))
-    exporter = Exporter(cli, shm_dir, domain, max_segments)
+                              else default_shm_dir(environ))
+    exporter = Exporter(shm_dir, domain, max_segments)
     listen = args.listen
     if listen.startswith("[") and listen.endswith("]"):
         listen = listen[1:-1]
