@@ -3,8 +3,9 @@
 
 The layout is scheduler/coordinator/segment_layout.h's (layout version 2): a 4096-byte
 SegmentHeader, then 64 ProcessSlots of 4096 bytes, little-endian. The offsets are written out
-here again rather than taken from tools/cli/gpuprio, so a slip in one copy shows as a test
-failure instead of agreeing with itself; both were measured with offsetof on that header.
+here again rather than taken from tools/cli/gpuprio_cli/segment_layout.py, so a slip in one copy
+shows as a test failure instead of agreeing with itself; both were measured with offsetof on that
+header.
 
 Where the library keeps them (segment_directory.h): in GPUPRIO_SHM_DIR, a directory per owner,
 directory_name() (gpuprio-v2-u<uid>, mode 0700, or gpuprio-v2-g<gid>, 02770), and in it one file

@@ -74,28 +74,7 @@ def scan_segments(shm_dir, domain=None):
     "removable": stale, this user's own file, and at least CLEAN_MIN_AGE_S old. "problem": why
     the library would refuse it (a damaged or foreign segment: processes of that domain on that
     GPU then do not coordinate), or None. UsageError when shm_dir cannot be listed."""
-    uids, gids = own_ids()
-    try:
-        shm_fd = os.open(shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
-    try:
-        try:
-            names = sorted(os.listdir(shm_fd))
-        except OSError as e:
-            raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
-        ignored = []
-        for name in names:
-            other = DIRECTORY_NAME.match(name)
-            if (other and int(other[1]) != LAYOUT_VERSION
-                    and int(other[3]) in (uids if other[2] == "u" else gids)):
-                ignored.append({"path": os.path.join(shm_dir, name),
-                                "why": f"of layout version {int(other[1])}; this gpuprio uses "
-                                       f"version {LAYOUT_VERSION}: use the gpuprio that wrote it"})
-        directories, refused = segment_directories(shm_dir, shm_fd, names, uids, gids)
-    finally:
-        os.close(shm_fd)
-    ignored.extend({"path": path, "why": why} for path, why in refused)
+    directories, ignored = owned_directories(shm_dir)
     segments = []
     now = time.time()
     try:
@@ -126,6 +105,35 @@ def scan_segments(shm_dir, domain=None):
     for key, pids in segment_openers(set(candidates)).items():
         candidates[key].update({"state": "opened", "removable": False, "opened_by": pids})
     return {"shm_dir": shm_dir, "segments": segments, "ignored": ignored}
+
+
+def owned_directories(shm_dir):
+    """(this user's and its groups' segment directories in shm_dir, open, as segment_directories
+    gives them; [{"path", "why"}] of the directories left out: refused ones, and ones of another
+    layout version). UsageError when shm_dir cannot be listed."""
+    uids, gids = own_ids()
+    try:
+        shm_fd = os.open(shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
+    try:
+        try:
+            names = sorted(os.listdir(shm_fd))
+        except OSError as e:
+            raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
+        ignored = []
+        for name in names:
+            other = DIRECTORY_NAME.match(name)
+            if (other and int(other[1]) != LAYOUT_VERSION
+                    and int(other[3]) in (uids if other[2] == "u" else gids)):
+                ignored.append({"path": os.path.join(shm_dir, name),
+                                "why": f"of layout version {int(other[1])}; this gpuprio uses "
+                                       f"version {LAYOUT_VERSION}: use the gpuprio that wrote it"})
+        directories, refused = segment_directories(shm_dir, shm_fd, names, uids, gids)
+    finally:
+        os.close(shm_fd)
+    ignored.extend({"path": path, "why": why} for path, why in refused)
+    return directories, ignored
 
 
 def judge_segment(dir_fd, file_name, owner, now):

@@ -190,7 +190,8 @@ def check_library(args, environ):
         return result
     # The loader says why it skipped the library ("cannot open shared object file", "version
     # `GLIBC_2.38' not found", "wrong ELF class") on stderr, and runs the program without it.
-    loader = [line for line in (stderr or "").splitlines() if "ld.so" in line or "LD_PRELOAD" in line]
+    loader = [line for line in (stderr or "").splitlines()
+              if "ld.so" in line or "LD_PRELOAD" in line]
     result["error"] = (loader[-1] if loader else stderr) or "it exports no gpuprio_version"
     return result
 

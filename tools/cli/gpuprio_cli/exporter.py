@@ -44,7 +44,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # /proc/<pid>/cgroup paths: the pod UID (kubelet: "pod<uid>", with '_' for '-' under the systemd
 # driver) and a container id (64 hex digits, alone or after docker-/cri-containerd-/crio-/...).
-POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}"
+                     r"[-_][0-9a-f]{12})")
 CONTAINER_ID = re.compile(r"(?:^|[/-])(?:(docker|cri-containerd|containerd|crio|cri-o|libpod)"
                           r"[-:])?([0-9a-f]{64})(?:\.scope)?(?:/|$)")
 
@@ -165,6 +166,51 @@ def midpoint_seconds(bucket, buckets):
     return (low + 2 ** (bucket / 2)) / 2 * 1e-6
 
 
+# The metric families of a segment (one sample per GPU) and of a slot (per process):
+# (name, type, help). Every metric: docs/metrics.md.
+GPU_FAMILIES = (
+    ("gpuprio_gpu_processes", "gauge",
+     "Slots of the segment whose owner holds the slot lock (running processes)"),
+    ("gpuprio_gpu_dead_slots", "gauge",
+     "Live-state slots of the segment that no process owns (not yet freed)"),
+    ("gpuprio_gpu_priority_high_water", "gauge",
+     "The highest priority any process ever published in the segment (absent: none)"),
+)
+PROCESS_FAMILIES = (
+    ("gpuprio_process_info", "gauge",
+     "1 per process slot; labels name the process (command is /proc/PID/comm, "
+     "pod_uid and container_id come from /proc/PID/cgroup, empty where it shows none)"),
+    ("gpuprio_process_alive", "gauge",
+     "1 while the slot's owner holds its lock (F_OFD_GETLK, no lock taken), 0 when no "
+     "process owns it"),
+    ("gpuprio_process_ops_issued_total", "counter",
+     "Ops issued, by path: dispatcher (queued, then issued by the dispatcher) or direct "
+     "(issued by the calling thread)"),
+    ("gpuprio_process_queued_ops", "gauge", "Ops queued, not yet issued"),
+    ("gpuprio_process_queued_estimated_seconds", "gauge",
+     "Estimated GPU time of the queued ops"),
+    ("gpuprio_process_in_flight_ops", "gauge", "Ops issued, not yet seen completed"),
+    ("gpuprio_process_in_flight_estimated_seconds", "gauge",
+     "Estimated GPU time of the ops in flight"),
+    ("gpuprio_process_active_priority", "gauge",
+     "The highest priority with work queued or in flight (absent: none)"),
+    ("gpuprio_process_max_seen_priority", "gauge",
+     "The highest priority that ever submitted work (absent: none)"),
+    ("gpuprio_process_held", "gauge",
+     "1 while the dispatcher holds work back for more important work"),
+    ("gpuprio_process_held_seconds_total", "counter",
+     "Time the dispatcher spent holding work back"),
+    ("gpuprio_process_heartbeat_unchanged_seconds", "gauge",
+     "Seconds for which this exporter has seen the slot's heartbeat counter keep its "
+     "value, on its own clock (0: it moved since the previous scrape; absent on the "
+     "first scrape that sees the slot). A running process bumps it at least once a "
+     "second"),
+    ("gpuprio_process_queueing_delay_seconds", "histogram",
+     "Queueing delay (submit to issue) of the ops issued by the dispatcher, from the "
+     "segment's half-octave microsecond buckets; _sum is an estimate from the bucket "
+     "midpoints (the open last bucket counted at its lower bound)"),
+)
+
 class Exporter:
     def __init__(self, shm_dir, domain, max_segments):
         self.shm_dir = shm_dir
@@ -199,10 +245,10 @@ class Exporter:
                 names.append(entry.name)
         return sorted(names), False
 
-    def read_all(self, deadline):
-        """{"segments": [(relative path, segment)], "files": [(relative path, domain, uuid,
-        state, reason)], "skipped": n, "bytes": n, "truncated_listing": n}."""
-        result = {"segments": [], "files": [], "skipped": 0, "bytes": 0, "truncated": 0}
+    def open_directories(self, result):
+        """The segment directories of --shm-dir this user and its groups own, open, as
+        segment_directories gives them; [] when --shm-dir cannot be listed. What cannot be read
+        goes to result["files"], names left unlisted to result["truncated"]."""
         uids, gids = own_ids()
         try:
             shm_fd = os.open(self.shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
@@ -210,14 +256,14 @@ class Exporter:
         except OSError as e:
             result["files"].append((".", "", "", "unreadable", errno.errorcode.get(e.errno,
                                                                                    "error")))
-            return result
+            return []
         try:
             try:
                 names, cut = self.list_names(shm_fd)
             except OSError as e:
                 result["files"].append((".", "", "", "unreadable",
                                         errno.errorcode.get(e.errno, "error")))
-                return result
+                return []
             result["truncated"] += cut
             directories, refused = segment_directories(self.shm_dir, shm_fd, names, uids, gids)
         finally:
@@ -225,6 +271,13 @@ class Exporter:
         for path, _ in refused:
             result["files"].append((os.path.relpath(path, self.shm_dir), "", "",
                                     "unreadable", "bad_directory"))
+        return directories
+
+    def read_all(self, deadline):
+        """{"segments": [(relative path, segment)], "files": [(relative path, domain, uuid,
+        state, reason)], "skipped": n, "bytes": n, "truncated_listing": n}."""
+        result = {"segments": [], "files": [], "skipped": 0, "bytes": 0, "truncated": 0}
+        directories = self.open_directories(result)
         read = 0
         try:
             for scope, owner_id, dir_name, dir_fd, _ in directories:
@@ -303,51 +356,9 @@ class Exporter:
         m.declare("gpuprio_segments", "gauge", "Segment files found in this scrape, by state")
         for state, count in states.items():
             m.add("gpuprio_segments", count, (("state", state),))
-        gpu_families = (
-            ("gpuprio_gpu_processes", "gauge",
-             "Slots of the segment whose owner holds the slot lock (running processes)"),
-            ("gpuprio_gpu_dead_slots", "gauge",
-             "Live-state slots of the segment that no process owns (not yet freed)"),
-            ("gpuprio_gpu_priority_high_water", "gauge",
-             "The highest priority any process ever published in the segment (absent: none)"),
-        )
-        for name, kind, help_text in gpu_families:
+        for name, kind, help_text in GPU_FAMILIES:
             m.declare(name, kind, help_text)
-        process_families = (
-            ("gpuprio_process_info", "gauge",
-             "1 per process slot; labels name the process (command is /proc/PID/comm, "
-             "pod_uid and container_id come from /proc/PID/cgroup, empty where it shows none)"),
-            ("gpuprio_process_alive", "gauge",
-             "1 while the slot's owner holds its lock (F_OFD_GETLK, no lock taken), 0 when no "
-             "process owns it"),
-            ("gpuprio_process_ops_issued_total", "counter",
-             "Ops issued, by path: dispatcher (queued, then issued by the dispatcher) or direct "
-             "(issued by the calling thread)"),
-            ("gpuprio_process_queued_ops", "gauge", "Ops queued, not yet issued"),
-            ("gpuprio_process_queued_estimated_seconds", "gauge",
-             "Estimated GPU time of the queued ops"),
-            ("gpuprio_process_in_flight_ops", "gauge", "Ops issued, not yet seen completed"),
-            ("gpuprio_process_in_flight_estimated_seconds", "gauge",
-             "Estimated GPU time of the ops in flight"),
-            ("gpuprio_process_active_priority", "gauge",
-             "The highest priority with work queued or in flight (absent: none)"),
-            ("gpuprio_process_max_seen_priority", "gauge",
-             "The highest priority that ever submitted work (absent: none)"),
-            ("gpuprio_process_held", "gauge",
-             "1 while the dispatcher holds work back for more important work"),
-            ("gpuprio_process_held_seconds_total", "counter",
-             "Time the dispatcher spent holding work back"),
-            ("gpuprio_process_heartbeat_unchanged_seconds", "gauge",
-             "Seconds for which this exporter has seen the slot's heartbeat counter keep its "
-             "value, on its own clock (0: it moved since the previous scrape; absent on the "
-             "first scrape that sees the slot). A running process bumps it at least once a "
-             "second"),
-            ("gpuprio_process_queueing_delay_seconds", "histogram",
-             "Queueing delay (submit to issue) of the ops issued by the dispatcher, from the "
-             "segment's half-octave microsecond buckets; _sum is an estimate from the bucket "
-             "midpoints (the open last bucket counted at its lower bound)"),
-        )
-        for name, kind, help_text in process_families:
+        for name, kind, help_text in PROCESS_FAMILIES:
             m.declare(name, kind, help_text)
         seen = set()
         for segment in result["segments"]:
@@ -380,7 +391,8 @@ class Exporter:
             m.add("gpuprio_process_alive", 1 if slot["lock_held"] else 0, labels)
         m.add("gpuprio_process_ops_issued_total", slot["ops_dispatched"],
               labels + (("path", "dispatcher"),))
-        m.add("gpuprio_process_ops_issued_total", slot["ops_direct"], labels + (("path", "direct"),))
+        m.add("gpuprio_process_ops_issued_total", slot["ops_direct"],
+              labels + (("path", "direct"),))
         m.add("gpuprio_process_queued_ops", slot["queued_ops"], labels)
         m.add("gpuprio_process_queued_estimated_seconds", slot["queued_estimated_ns"] / 1e9, labels)
         m.add("gpuprio_process_in_flight_ops", slot["in_flight_ops"], labels)

@@ -126,108 +126,133 @@ def read_segment(dir_fd, file_name, owner):
     slots, each with "lock_held"], "skipped_slots": [(index, why)]}. Only reads: the file is
     opened read-only and never mapped. owner is the directory's ("u" or "g", id). BadSegment
     says why it cannot be shown."""
+    fd = open_segment(dir_fd, file_name)
     try:
-        # O_NONBLOCK: a FIFO by that name must not hang top; O_NOFOLLOW: a link is not a segment.
-        fd = os.open(file_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dir_fd)
-    except OSError as e:
-        if e.errno == errno.ENOENT:
-            raise Vanished()
-        if e.errno == errno.ELOOP:
-            raise BadSegment("is a symbolic link, not a segment")
-        raise BadSegment(f"cannot open it: {e.strerror}")
-    try:
-        try:
-            info = os.fstat(fd)
-        except OSError as e:
-            raise BadSegment(f"cannot read it: {e.strerror}")
-        if not stat.S_ISREG(info.st_mode):
-            raise BadSegment("is not a regular file")
-        # A segment is only as trustworthy as whoever could write it. The same checks as the
-        # library's (device_segment.cc CheckSegmentFile), which refuses such a file.
-        scope, owner_id = owner
-        mode = stat.S_IMODE(info.st_mode)
-        if scope == "u":
-            if info.st_uid != owner_id:
-                raise BadSegment(f"belongs to uid {info.st_uid}, not to its directory's owner "
-                                 f"(uid {owner_id})")
-            if mode & 0o077:
-                raise BadSegment(f"has mode {mode:04o}, not 0600: others could write it")
-        else:
-            if info.st_gid != owner_id:
-                raise BadSegment(f"belongs to gid {info.st_gid}, not to its directory's group "
-                                 f"(gid {owner_id})")
-            if (mode & 0o007) or (mode & 0o060) != 0o060:
-                raise BadSegment(f"has mode {mode:04o}, not 0660")
-        # The size before anything is read, in the library's order (device_segment.cc): a
-        # creator sizes the file first, so an empty one may be still being set up; any other
-        # size (a sparse terabyte, for one) is wrong whatever its first bytes hold.
-        if info.st_size == 0:
-            raise BadSegment("is empty: its creator has not set it up yet (or died before it did)")
-        if info.st_size != SEGMENT_BYTES:
-            raise BadSegment(f"is {info.st_size} bytes, not {SEGMENT_BYTES} ({HEADER_BYTES}-byte "
-                             f"header and {SLOT_COUNT} slots of {SLOT_BYTES} bytes): truncated "
-                             f"or not a segment")
+        check_segment_file(fd, owner)
         try:
             data = read_at(fd, SEGMENT_BYTES, 0)
         except OSError as e:
             raise BadSegment(f"cannot read it: {e.strerror}")
         if len(data) != SEGMENT_BYTES:
             raise BadSegment(f"shrank to {len(data)} bytes while being read")
-        # The creator then fills in the header, magic first and the ready word last.
-        if data[:8] == bytes(8):
-            raise BadSegment("is not ready: its creator has not filled in the header yet (or "
-                             "died doing so)")
-        if data[:8] != SEGMENT_MAGIC:
-            raise BadSegment(f"its magic {ascii_text(repr(data[:8]))} is not "
-                             f"{ascii_text(repr(SEGMENT_MAGIC))}: not a gpuprio segment")
-        header = unpack_fields(data, 0, HEADER_FIELDS)
-        if header["layout_version"] != LAYOUT_VERSION:
-            raise BadSegment(f"layout version {header['layout_version']}; this gpuprio reads "
-                             f"version {LAYOUT_VERSION}")
-        for key, expected in (("header_bytes", HEADER_BYTES), ("slot_bytes", SLOT_BYTES),
-                              ("slot_count", SLOT_COUNT)):
-            if header[key] != expected:
-                raise BadSegment(f"its {key} is {header[key]}, not {expected}")
-        if header["ready"] != READY_WORD:
-            raise BadSegment("is not ready: its creator has not finished filling in the header "
-                             "(or died doing so)")
-        uuid_hex = SEGMENT_FILE_NAME.fullmatch(file_name)[2]
-        if header["device_uuid"].hex() != uuid_hex:
-            raise BadSegment(f"holds {format_gpu_uuid(header['device_uuid'])}, but its name says "
-                             f"{format_gpu_uuid(bytes.fromhex(uuid_hex))}")
-        check_priority("priority_high_water", header["priority_high_water"])
-        slots, skipped = [], []
-        for index in range(SLOT_COUNT):
-            base = HEADER_BYTES + index * SLOT_BYTES
-            try:
-                slot = parse_slot(data, base, index)
-            except BadSegment:
-                # Its owner may have been claiming or freeing it while we read: a torn copy of a
-                # slot in motion is no damage. Read it once more; wrong twice is wrong.
-                try:
-                    again = read_at(fd, SLOT_BYTES, base)
-                except OSError as e:
-                    raise BadSegment(f"cannot read it: {e.strerror}")
-                if len(again) != SLOT_BYTES:
-                    raise BadSegment("shrank while being read")
-                try:
-                    slot = parse_slot(again, 0, index)
-                except BadSegment as bad:
-                    # Garbage that no process owns is no process (the library frees such a
-                    # slot); garbage in a slot whose owner runs makes the whole segment suspect.
-                    if slot_lock_held(fd, index) is False:
-                        skipped.append((index, bad.why.removeprefix(f"slot {index}: ")))
-                        continue
-                    raise
-            if slot is not None:
-                slot["lock_held"] = slot_lock_held(fd, index)
-                slots.append(slot)
-        header["slots"] = slots
-        header["skipped_slots"] = skipped
+        header = parse_header(data, file_name)
+        header["slots"], header["skipped_slots"] = read_slots(fd, data)
         return header
     finally:
         os.close(fd)
+
+
+def open_segment(dir_fd, file_name):
+    """A read-only descriptor of the file; Vanished if it is gone, BadSegment if it cannot be
+    opened or is a symbolic link."""
+    try:
+        # O_NONBLOCK: a FIFO by that name must not hang top; O_NOFOLLOW: a link is not a segment.
+        return os.open(file_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                       dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise Vanished()
+        if e.errno == errno.ELOOP:
+            raise BadSegment("is a symbolic link, not a segment")
+        raise BadSegment(f"cannot open it: {e.strerror}")
+
+
+def check_segment_file(fd, owner):
+    """BadSegment unless the open file is a regular one, owned and protected as its directory
+    (owner: ("u" or "g", id)) calls for, of exactly SEGMENT_BYTES; nothing of it is read."""
+    try:
+        info = os.fstat(fd)
+    except OSError as e:
+        raise BadSegment(f"cannot read it: {e.strerror}")
+    if not stat.S_ISREG(info.st_mode):
+        raise BadSegment("is not a regular file")
+    # A segment is only as trustworthy as whoever could write it. The same checks as the
+    # library's (device_segment.cc CheckSegmentFile), which refuses such a file.
+    scope, owner_id = owner
+    mode = stat.S_IMODE(info.st_mode)
+    if scope == "u":
+        if info.st_uid != owner_id:
+            raise BadSegment(f"belongs to uid {info.st_uid}, not to its directory's owner "
+                             f"(uid {owner_id})")
+        if mode & 0o077:
+            raise BadSegment(f"has mode {mode:04o}, not 0600: others could write it")
+    else:
+        if info.st_gid != owner_id:
+            raise BadSegment(f"belongs to gid {info.st_gid}, not to its directory's group "
+                             f"(gid {owner_id})")
+        if (mode & 0o007) or (mode & 0o060) != 0o060:
+            raise BadSegment(f"has mode {mode:04o}, not 0660")
+    # The size before anything is read, in the library's order (device_segment.cc): a
+    # creator sizes the file first, so an empty one may be still being set up; any other
+    # size (a sparse terabyte, for one) is wrong whatever its first bytes hold.
+    if info.st_size == 0:
+        raise BadSegment("is empty: its creator has not set it up yet (or died before it did)")
+    if info.st_size != SEGMENT_BYTES:
+        raise BadSegment(f"is {info.st_size} bytes, not {SEGMENT_BYTES} ({HEADER_BYTES}-byte "
+                         f"header and {SLOT_COUNT} slots of {SLOT_BYTES} bytes): truncated "
+                         f"or not a segment")
+
+
+def parse_header(data, file_name):
+    """The header fields of the segment's bytes, checked (BadSegment): magic, layout, sizes,
+    ready word, the GPU its name gives, the priority high-water mark."""
+    # The creator fills in the header, magic first and the ready word last.
+    if data[:8] == bytes(8):
+        raise BadSegment("is not ready: its creator has not filled in the header yet (or "
+                         "died doing so)")
+    if data[:8] != SEGMENT_MAGIC:
+        raise BadSegment(f"its magic {ascii_text(repr(data[:8]))} is not "
+                         f"{ascii_text(repr(SEGMENT_MAGIC))}: not a gpuprio segment")
+    header = unpack_fields(data, 0, HEADER_FIELDS)
+    if header["layout_version"] != LAYOUT_VERSION:
+        raise BadSegment(f"layout version {header['layout_version']}; this gpuprio reads "
+                         f"version {LAYOUT_VERSION}")
+    for key, expected in (("header_bytes", HEADER_BYTES), ("slot_bytes", SLOT_BYTES),
+                          ("slot_count", SLOT_COUNT)):
+        if header[key] != expected:
+            raise BadSegment(f"its {key} is {header[key]}, not {expected}")
+    if header["ready"] != READY_WORD:
+        raise BadSegment("is not ready: its creator has not finished filling in the header "
+                         "(or died doing so)")
+    uuid_hex = SEGMENT_FILE_NAME.fullmatch(file_name)[2]
+    if header["device_uuid"].hex() != uuid_hex:
+        raise BadSegment(f"holds {format_gpu_uuid(header['device_uuid'])}, but its name says "
+                         f"{format_gpu_uuid(bytes.fromhex(uuid_hex))}")
+    check_priority("priority_high_water", header["priority_high_water"])
+    return header
+
+
+def read_slots(fd, data):
+    """(slots in a live state, each with "lock_held"; [(index, why)] of the slots no process
+    owns whose values are out of bounds) of the segment's bytes; a bad slot is read once more
+    from fd. BadSegment when a slot whose owner runs is bad twice."""
+    slots, skipped = [], []
+    for index in range(SLOT_COUNT):
+        base = HEADER_BYTES + index * SLOT_BYTES
+        try:
+            slot = parse_slot(data, base, index)
+        except BadSegment:
+            # Its owner may have been claiming or freeing it while we read: a torn copy of a
+            # slot in motion is no damage. Read it once more; wrong twice is wrong.
+            try:
+                again = read_at(fd, SLOT_BYTES, base)
+            except OSError as e:
+                raise BadSegment(f"cannot read it: {e.strerror}")
+            if len(again) != SLOT_BYTES:
+                raise BadSegment("shrank while being read")
+            try:
+                slot = parse_slot(again, 0, index)
+            except BadSegment as bad:
+                # Garbage that no process owns is no process (the library frees such a
+                # slot); garbage in a slot whose owner runs makes the whole segment suspect.
+                if slot_lock_held(fd, index) is False:
+                    skipped.append((index, bad.why.removeprefix(f"slot {index}: ")))
+                    continue
+                raise
+        if slot is not None:
+            slot["lock_held"] = slot_lock_held(fd, index)
+            slots.append(slot)
+    return slots, skipped
 
 
 def own_ids():

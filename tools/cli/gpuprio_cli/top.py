@@ -312,30 +312,9 @@ def top_live(options):
                 return 0
             before = now
             deadline = now["time_ns"] + int(options["interval"] * 1e9)
-            while True:
-                remaining = deadline - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-                if remaining <= 0:
-                    break
-                watched = [wake_r] + ([in_fd] if in_fd is not None else [])
-                readable, _, _ = select.select(watched, [], [], remaining / 1e9)
-                if wake_r in readable:
-                    try:
-                        while os.read(wake_r, 256):
-                            pass
-                    except BlockingIOError:
-                        pass
-                if redraw:
-                    redraw.clear()
-                    screen.draw(lines, force_clear=True)
-                if in_fd is not None and in_fd in readable:
-                    try:
-                        keys = os.read(in_fd, 256)
-                    except OSError:
-                        keys = b""  # the terminal went away: nothing more to read there
-                    if not keys:
-                        in_fd = None
-                    elif b"q" in keys or b"Q" in keys:
-                        return 0
+            quit_now, in_fd = wait_for_frame(deadline, wake_r, in_fd, redraw, screen, lines)
+            if quit_now:
+                return 0
     except KeyboardInterrupt:
         return 0
     except Stop as stop:
@@ -347,6 +326,36 @@ def top_live(options):
             signal.signal(signum, handler)
         os.close(wake_r)
         os.close(wake_w)
+
+
+def wait_for_frame(deadline, wake_r, in_fd, redraw, screen, lines):
+    """Waits until deadline (CLOCK_MONOTONIC ns), drawing `lines` anew, whole, after a signal that
+    asks for it (a resize, a resume) and reading keys from in_fd: (True if q was typed, in_fd,
+    None once the terminal's input has ended)."""
+    while True:
+        remaining = deadline - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if remaining <= 0:
+            return False, in_fd
+        watched = [wake_r] + ([in_fd] if in_fd is not None else [])
+        readable, _, _ = select.select(watched, [], [], remaining / 1e9)
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 256):
+                    pass
+            except BlockingIOError:
+                pass
+        if redraw:
+            redraw.clear()
+            screen.draw(lines, force_clear=True)
+        if in_fd is not None and in_fd in readable:
+            try:
+                keys = os.read(in_fd, 256)
+            except OSError:
+                keys = b""  # the terminal went away: nothing more to read there
+            if not keys:
+                in_fd = None
+            elif b"q" in keys or b"Q" in keys:
+                return True, in_fd
 
 
 def command_top(args, environ):

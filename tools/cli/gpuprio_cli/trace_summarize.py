@@ -79,40 +79,7 @@ def read_trace(path, max_input_mb, summary):
             reader.end()
             raise UsageError(f"{not_ours}: the top level is {describe(top)}, {shape}")
         reader.pos += 1
-        info = None  # the checked otherData, or the UsageError it gives
-        events = "missing"  # "traceEvents": "list", or what it is instead
-        if reader.peek() == "}":
-            reader.pos += 1
-        else:
-            while True:
-                if reader.peek() != "\"":
-                    reader.fail("Expecting property name enclosed in double quotes", reader.pos)
-                key = reader.value(lambda: f"{not_ours}: it has a key of {longer}")
-                reader.expect(":", "Expecting ':' delimiter")
-                # json.loads keeps the last value of a repeated key.
-                if key == "traceEvents" and reader.peek() == "[":
-                    summary.restart()
-                    read_events(reader, summary, longer, not_ours)
-                    events = "list"
-                else:
-                    value = reader.value(
-                        lambda: f"{not_ours}: its {ascii_text(key[:40])!r} is {longer}")
-                    if key == "traceEvents":
-                        summary.restart()
-                        events = "missing" if value is None else describe(value)
-                    elif key == "otherData":
-                        try:
-                            info = gpuprio_info(value, not_ours)
-                        except UsageError as e:
-                            info = e
-                    top_level = getattr(summary, "top_level", None)  # trace merge's hook
-                    if top_level is not None:
-                        top_level(key, value)
-                    del value  # up to MAX_VALUE_MB of objects, not kept while the rest is read
-                if reader.peek() == "}":
-                    reader.pos += 1
-                    break
-                reader.expect(",", "Expecting ',' delimiter")
+        info, events = read_members(reader, summary, longer, not_ours)
         reader.end()
     finally:
         source.close()
@@ -128,6 +95,47 @@ def read_trace(path, max_input_mb, summary):
         raise UsageError(f"{not_ours}: \"traceEvents\" is {events}, not a list")
     summary.check(info["version"])
     return info
+
+
+def read_members(reader, summary, longer, not_ours):
+    """The members of the top-level object, its "{" read: "traceEvents" fed to summary as it is
+    read, the others whole (at most MAX_VALUE_MB each). (info: the checked otherData, the
+    UsageError it gives, or None without one; events: "list" if the last "traceEvents" is a list,
+    else what it is instead, "missing" without one.)"""
+    info = None
+    events = "missing"
+    if reader.peek() == "}":
+        reader.pos += 1
+        return info, events
+    while True:
+        if reader.peek() != "\"":
+            reader.fail("Expecting property name enclosed in double quotes", reader.pos)
+        key = reader.value(lambda: f"{not_ours}: it has a key of {longer}")
+        reader.expect(":", "Expecting ':' delimiter")
+        # json.loads keeps the last value of a repeated key.
+        if key == "traceEvents" and reader.peek() == "[":
+            summary.restart()
+            read_events(reader, summary, longer, not_ours)
+            events = "list"
+        else:
+            value = reader.value(
+                lambda: f"{not_ours}: its {ascii_text(key[:40])!r} is {longer}")
+            if key == "traceEvents":
+                summary.restart()
+                events = "missing" if value is None else describe(value)
+            elif key == "otherData":
+                try:
+                    info = gpuprio_info(value, not_ours)
+                except UsageError as e:
+                    info = e
+            top_level = getattr(summary, "top_level", None)  # trace merge's hook
+            if top_level is not None:
+                top_level(key, value)
+            del value  # up to MAX_VALUE_MB of objects, not kept while the rest is read
+        if reader.peek() == "}":
+            reader.pos += 1
+            return info, events
+        reader.expect(",", "Expecting ',' delimiter")
 
 
 def read_events(reader, summary, longer, not_ours):
@@ -429,7 +437,8 @@ def summary_csv_rows(summary):
                 "kernels_unlinked", "dropped_records"):
         row("total", name=key, count=summary[key])
     row("total", name="launches_missing_kernel", count=summary["launches_missing_kernel"]["count"])
-    for section, key in (("queue_delay", "queue_delay_us"), ("issue_to_start", "issue_to_start_us")):
+    for section, key in (("queue_delay", "queue_delay_us"),
+                         ("issue_to_start", "issue_to_start_us")):
         for level in summary["priorities"]:
             dist = level[key]
             row(section, priority="?" if level["priority"] is None else level["priority"],
