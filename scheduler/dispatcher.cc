@@ -23,12 +23,6 @@ namespace gpuprio::scheduler {
 using base::SteadyNowNs;
 namespace {
 
-// The longest sleep on an estimated end of confined work: an estimate can be far off, and a
-// completion noticed late idles the partition when one op fills the queue bound. A poll a
-// millisecond costs nothing measurable; the 50 us polls that did compete with another process's
-// launches under MPS. It is also the sleep of a twin with twice that much work queued behind its
-// running op, which no late notice can idle.
-constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 // The longest sleep on another process's level (ParkHeldOnPeers): what may end such a hold
 // without a level being lowered -- the holder dying or stopping, a submit window closing -- is
 // noticed this much later at most. A hundred wake-ups a second at most while held.
@@ -542,7 +536,7 @@ void Dispatcher::SpinForWork(uint64_t duration_ns) {
 
 int Dispatcher::HighestLocalActive() const {
   int highest = kNoPriority;
-  for (const LevelCounts& c : counts_) {
+  for (const LevelLoad& c : counts_) {
     if (c.pending > 0 || c.in_flight_ops > 0) highest = std::max(highest, c.priority);
   }
   return highest;
@@ -552,7 +546,7 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   constexpr int64_t kMaintainIntervalNs = 10'000'000;
   coordinator_->Maintain(now_ns, kMaintainIntervalNs);
   int64_t pending_ops = 0, pending_ns = 0, in_flight_ops = 0, in_flight_ns = 0;
-  for (const LevelCounts& c : counts_) {
+  for (const LevelLoad& c : counts_) {
     pending_ops += c.pending;
     pending_ns += c.pending_ns;
     in_flight_ops += c.in_flight_ops;
@@ -654,11 +648,11 @@ void Dispatcher::Enqueue(Op* op) {
 }
 
 void Dispatcher::AdjustPending(int priority, int delta, int64_t delta_ns) {
-  LevelCounts* counts = nullptr;
-  for (LevelCounts& c : counts_) {
+  LevelLoad* counts = nullptr;
+  for (LevelLoad& c : counts_) {
     if (c.priority == priority) counts = &c;
   }
-  if (counts == nullptr) counts = &counts_.emplace_back(LevelCounts{priority, 0, 0, 0, 0});
+  if (counts == nullptr) counts = &counts_.emplace_back(LevelLoad{priority, 0, 0, 0, 0});
   counts->pending += delta;
   counts->pending_ns += delta_ns;
   counts->last_busy_ns = SteadyNowNs();
@@ -674,7 +668,7 @@ void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_n
   level.in_flight_estimated_ns.fetch_add(static_cast<uint64_t>(delta_ns),
                                          std::memory_order_relaxed);
   const int64_t now = SteadyNowNs();
-  for (LevelCounts& c : counts_) {
+  for (LevelLoad& c : counts_) {
     if (c.priority == priority) {
       c.in_flight_ops += delta_ops;
       c.in_flight_ns += delta_ns;
@@ -685,24 +679,13 @@ void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_n
   counts_.push_back({priority, 0, delta_ops, delta_ns, 0, now});
 }
 
-int Dispatcher::HighestActiveExcept(const StreamQueue* except) const {
-  int highest = kNoPriority;
-  for (const StreamQueue* q : active_) {
-    if (q != except) highest = std::max(highest, q->pending.front()->priority);
-  }
-  for (const LevelCounts& c : counts_) {
-    if (c.in_flight_ops > 0) highest = std::max(highest, c.priority);
-  }
-  return highest;
-}
-
 int Dispatcher::Ceiling(int64_t now_ns) const {
   return levels_->Ceiling(options_.unbudgeted_priority, now_ns, options_.ceiling_window_ns);
 }
 
 uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
   int64_t sum = 0;
-  for (const LevelCounts& c : counts_) {
+  for (const LevelLoad& c : counts_) {
     if (c.priority < ceiling) sum += c.in_flight_ns;
   }
   return sum > 0 ? static_cast<uint64_t>(sum) : 0;
@@ -829,6 +812,67 @@ bool Dispatcher::IssueNext() {
   return false;
 }
 
+// The queries of the policy that cost more than a load, answered for `q`'s head.
+class Dispatcher::PolicyQueries final : public DeviceQueries {
+ public:
+  PolicyQueries(Dispatcher* dispatcher, const StreamQueue* q, int64_t now_ns)
+      : dispatcher_(dispatcher), q_(q), now_ns_(now_ns) {}
+  uint64_t RunningBelowNs(int ceiling) const override {
+    return dispatcher_->BelowCeilingRunningNs(ceiling);
+  }
+  bool MoreImportantBehind(int priority) const override {
+    for (const Op* op : q_->pending) {
+      if (op->priority > priority) return true;
+    }
+    return false;
+  }
+  bool SharesSmsWithPeers() const override { return dispatcher_->SharesSmsWithPeers(); }
+  int PeersEverCeiling(int floor) const override {
+    // An unbounded window: any level that ever submitted.
+    return dispatcher_->coordinator_
+        ->Peers(now_ns_, std::numeric_limits<int64_t>::max() / 2, floor)
+        .ceiling;
+  }
+
+ private:
+  Dispatcher* const dispatcher_;
+  const StreamQueue* const q_;
+  const int64_t now_ns_;
+};
+
+DeviceSnapshot Dispatcher::Snapshot(const StreamQueue& q, int priority, int64_t now_ns,
+                                    const DeviceQueries* queries) const {
+  DeviceSnapshot d;
+  d.now_ns = now_ns;
+  d.local_ceiling = Ceiling(now_ns);
+  d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
+  d.local_max_seen = levels_->MaxSeen();
+  for (const StreamQueue* other : active_) {
+    if (other != &q) {
+      d.highest_other_head = std::max(d.highest_other_head, other->pending.front()->priority);
+    }
+  }
+  d.levels = counts_;
+  d.queries = queries;
+  if (coordinator_ != nullptr) {
+    const coordinator::PeerState peers =
+        coordinator_->Peers(now_ns, options_.ceiling_window_ns, options_.unbudgeted_priority);
+    d.coordinated = true;
+    d.peers = {peers.highest_active, peers.ceiling};
+  }
+  d.confined_in_flight_ops = q.confined_in_flight_ops;
+  d.confined_in_flight_ns = q.confined_in_flight_ns;
+  if (q.confined_in_flight_ops > 0) {
+    for (const InFlight& f : q.in_flight) {
+      if (!f.confined) continue;
+      d.oldest_confined_issue_ns = f.issue_ns;
+      d.oldest_confined_estimate_ns = f.estimate_ns;
+      break;
+    }
+  }
+  return d;
+}
+
 Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns) {
   Op* op = q->pending.front();
   // An event wait whose record is still being submitted (counted, not yet in the inbox) is not
@@ -837,146 +881,30 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
       op->depends_on->issued.load(std::memory_order_acquire) < op->depends_on_count) {
     held_priority_ = kNoPriority;
   }
-  if (op->home_only) {  // no GPU time: never held
-    Issue(q, op, 0, /*confine=*/false);
-    return Attempt::kIssued;
-  }
   const int64_t now = SteadyNowNs();
-  int ceiling = Ceiling(now);
-  int highest = kNoPriority;
-  int peer_ceiling = kNoPriority;
-  bool peers_above = false;  // another process has a more important level active or recent
-  uint64_t budget_ns = options_.budget_ns;
-  if (coordinator_ != nullptr) {
-    // Other processes' levels count as this process's own: a more important level active
-    // anywhere on the GPU holds this op; one submitting recently puts it on the budget, the
-    // smaller one across processes (options.h says why).
-    const coordinator::PeerState peers =
-        coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority);
-    highest = peers.highest_active;
-    peer_ceiling = peers.ceiling;
-    peers_above = peers.highest_active > op->priority || peers.ceiling > op->priority;
-    if (op->priority < peers.ceiling) budget_ns = std::min(budget_ns, options_.peer_budget_ns);
-    ceiling = std::max(ceiling, peers.ceiling);
+  const PolicyQueries queries(this, q, now);
+  const DeviceSnapshot device = Snapshot(*q, op->priority, now, &queries);
+  OpView view;
+  view.priority = op->priority;
+  view.estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+  view.held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
+  view.inherited = inherited;
+  view.home_only = op->home_only;
+  view.confinable = op->cost_key == nullptr || !unconfinable_.contains(op->cost_key);
+  // The partition is created the first time the policy wants it.
+  const bool confine = WantsConfinement(view, device, options_) && EnsurePartition();
+  const Decision decision = Decide(view, device, confine, options_);
+  if (decision.passed_hold_bound) {
+    levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);
   }
-  // Confined work cannot delay more important work (the reserved SMs are never its), so neither
-  // rule of the policy applies to it: it keeps its queue depth on its SMs.
-  const bool confine =
-      options_.isolation != Isolation::kOff && ShouldConfine(*op, now, peer_ceiling);
-  if (!inherited && confine && q->confined_in_flight_ops > 0 &&
-      q->confined_in_flight_ns +
-              static_cast<int64_t>(estimates_.Estimate(op->cost_key, op->cost_hint_ns)) >
-          static_cast<int64_t>(options_.confined_queue_ns)) {
+  if (decision.verdict == Verdict::kHold) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
-    // Room is due when the oldest confined op ends (by its estimate). When the work queued behind
-    // that op would keep the twin busy through a full sleep twice over, the thread sleeps that
-    // long in any case: polling faster (an estimated end already past, as for an op that waited
-    // in the queue) would only cost driver calls. Behind a long op alone, a late notice would
-    // idle the twin: there the thread wakes at the estimate and polls from then on.
-    int64_t until = now;
-    for (const InFlight& f : q->in_flight) {
-      if (!f.confined) continue;
-      until = f.issue_ns + static_cast<int64_t>(f.estimate_ns);
-      if (q->confined_in_flight_ns - static_cast<int64_t>(f.estimate_ns) >=
-          2 * kMaxConfinedSleepNs) {
-        until = std::max(until, now + kMaxConfinedSleepNs);
-      }
-      break;
-    }
-    *room_due_ns = until;
+    if (decision.reason != Reason::kTwinFull) return Attempt::kHeld;
+    *room_due_ns = decision.look_again_ns;
     return Attempt::kTwinFull;
   }
-  if (!inherited && !confine) {
-    highest = std::max(highest, HighestActiveExcept(q));
-    uint64_t in_flight_ns = BelowCeilingInFlightNs(ceiling);
-    if (options_.idle_budget_excludes_running && op->priority < ceiling && !peers_above &&
-        levels_->Ceiling(op->priority, now, options_.ceiling_window_ns) <= op->priority) {
-      // On the budget only because of its level (unbudgeted_priority), nothing more important
-      // anywhere within the window: the op each stream runs now does not count, so one op
-      // waits behind it and the GPU never idles between two ops while a completion is noticed
-      // (an op as long as the budget was admitted only after the one before it was seen done).
-      const uint64_t running_ns = BelowCeilingRunningNs(ceiling);
-      in_flight_ns = in_flight_ns > running_ns ? in_flight_ns - running_ns : 0;
-    }
-    const AdmissionSnapshot snapshot{highest, ceiling, in_flight_ns, budget_ns};
-    const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-    // An op longer than its budget holds every SM it fills for longer than the budget allows: it
-    // waits until the more important levels have paused for a while, not merely between two of
-    // their kernels (options.h) -- unless more important work is queued behind it on its own
-    // stream: that work cannot run before it, so holding it would hold that work too, for ever.
-    // The hold is bounded (long_op_max_hold_ns): lower work must always progress.
-    const int64_t held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
-    const bool held_long = held_ns >= static_cast<int64_t>(options_.long_op_max_hold_ns);
-    Admission verdict = Admit(op->priority, estimate, snapshot);
-    if (verdict == Admission::kHoldForHigherPriority && options_.max_hold_ns != 0 &&
-        held_ns >= static_cast<int64_t>(options_.max_hold_ns)) {
-      // Held for more important work as long as any op may be (options.h, max_hold_ns): from now
-      // on the budget alone decides, as if nothing more important were active.
-      AdmissionSnapshot budget_only = snapshot;
-      budget_only.highest_pending_or_in_flight = kNoPriority;
-      verdict = Admit(op->priority, estimate, budget_only);
-      if (verdict == Admission::kIssue) {
-        levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    if (verdict != Admission::kIssue ||
-        (op->priority < ceiling && estimate > budget_ns && !held_long &&
-         HigherBusyWithin(q, op->priority, now, options_.long_op_idle_ns) &&
-         !MoreImportantBehind(*q, op->priority))) {
-      if (op->held_since_ns == 0) op->held_since_ns = now;
-      return Attempt::kHeld;
-    }
-  }
-  Issue(q, op, op->priority < ceiling && !confine ? budget_ns : 0, confine);
+  Issue(q, op, decision.budget_ns, decision.verdict == Verdict::kIssueConfined);
   return Attempt::kIssued;
-}
-
-bool Dispatcher::MoreImportantBehind(const StreamQueue& q, int priority) const {
-  for (const Op* op : q.pending) {
-    if (op->priority > priority) return true;
-  }
-  return false;
-}
-
-bool Dispatcher::HigherBusyWithin(const StreamQueue* except, int priority, int64_t now_ns,
-                                  uint64_t window_ns) const {
-  // Queued work counts only where it could be issued next (a queue's front, as for admission):
-  // more important ops stuck behind less important ones wait for those, so counting them would
-  // hold the very work they wait for.
-  for (const StreamQueue* q : active_) {
-    if (q != except && q->pending.front()->priority > priority) return true;
-  }
-  for (const LevelCounts& c : counts_) {
-    if (c.priority <= priority) continue;
-    if (c.in_flight_ops > 0) return true;
-    if (now_ns - c.last_busy_ns < static_cast<int64_t>(window_ns)) return true;
-  }
-  return false;
-}
-
-bool Dispatcher::ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling) {
-  if (op.cost_key != nullptr && unconfinable_.contains(op.cost_key)) return false;
-  bool above = false;
-  switch (options_.isolation) {
-    case Isolation::kOff:
-      return false;
-    case Isolation::kForce:
-      above = true;
-      break;
-    case Isolation::kActive:
-      above = levels_->Ceiling(op.priority, now_ns, options_.ceiling_window_ns) > op.priority ||
-              (peer_ceiling > op.priority && SharesSmsWithPeers());
-      break;
-    case Isolation::kAlways:
-      above = levels_->MaxSeen() > op.priority;
-      if (!above && coordinator_ != nullptr && SharesSmsWithPeers()) {
-        // Any other process's level that ever submitted (an unbounded window).
-        above = coordinator_->Peers(now_ns, std::numeric_limits<int64_t>::max() / 2, op.priority)
-                    .ceiling > op.priority;
-      }
-      break;
-  }
-  return above && EnsurePartition();
 }
 
 bool Dispatcher::SharesSmsWithPeers() {

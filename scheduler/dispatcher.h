@@ -1,5 +1,5 @@
 // One dispatcher per device: a thread that takes ops from its inbox into per-stream FIFOs and
-// issues them to the real driver, highest priority first (admission_policy.h), keeping per-stream
+// issues them to the real driver, highest priority first (issue_policy.h), keeping per-stream
 // order, legacy NULL-stream order against blocking streams, and event record -> wait order.
 // Completion of issued work is observed through pooled events, which feed the in-flight budget
 // and the per-kernel duration estimates. With spatial isolation, work below a more important level
@@ -26,12 +26,12 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "scheduler/admission_policy.h"
 #include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
+#include "scheduler/issue_policy.h"
 #include "scheduler/op.h"
 #include "scheduler/op_inbox.h"
 #include "scheduler/op_observer.h"
@@ -41,10 +41,6 @@
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
-
-// No priority: below every level (no held op, no level active). The shared segment's value, so
-// that levels read from other processes and this process's own compare alike.
-inline constexpr int kNoPriority = coordinator::kNoPriority;
 
 class Dispatcher {
  public:
@@ -286,20 +282,15 @@ class Dispatcher {
   // Issues `q`'s head if the policy lets it (`inherited`: another op waits for it, which lends it
   // its priority: no rule holds it).
   Attempt TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns);
+  // The policy's snapshot of this device for `q`'s head of `priority` (issue_policy.h).
+  class PolicyQueries;
+  DeviceSnapshot Snapshot(const StreamQueue& q, int priority, int64_t now_ns,
+                          const DeviceQueries* queries) const;
   // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
   // stream's twin.
   void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
   // The queue of `s`, created (and listed in its context's links) on first use.
   StreamQueue& QueueFor(StreamState* s);
-  // Spatial isolation: should `op` be confined now? `peer_ceiling`: the other processes' ceiling
-  // (kNoPriority without them).
-  bool ShouldConfine(const Op& op, int64_t now_ns, int peer_ceiling);
-  // Whether more important work was busy (queued, in flight, or within `window_ns`) anywhere on
-  // this device: a long op waits for such a level to have been idle that long.
-  bool HigherBusyWithin(const StreamQueue* except, int priority, int64_t now_ns,
-                        uint64_t window_ns) const;
-  // Whether `q` holds an op more important than `priority` (behind its front, in stream order).
-  bool MoreImportantBehind(const StreamQueue& q, int priority) const;
   // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.
   bool SharesSmsWithPeers();
   bool EnsurePartition();
@@ -342,7 +333,6 @@ class Dispatcher {
   void Retire(StreamQueue* q, size_t count);
   CUevent TakeEvent(StreamQueue* q);
   void NotifyWaiters();
-  int HighestActiveExcept(const StreamQueue* q) const;
   int Ceiling(int64_t now_ns) const;
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
   // The estimated time of the op each stream runs now (its oldest in flight, on its twin or
@@ -435,15 +425,7 @@ class Dispatcher {
   std::vector<StreamQueue*> active_;  // streams with pending ops
   std::vector<StreamQueue*> tracking_;  // streams with in-flight entries
   // Pending and in-flight counts per priority level that has any (few levels are ever active).
-  struct LevelCounts {
-    int priority;
-    int64_t pending;
-    int64_t in_flight_ops;
-    int64_t in_flight_ns;
-    int64_t pending_ns;
-    int64_t last_busy_ns = 0;  // when it last had work queued or in flight
-  };
-  std::vector<LevelCounts> counts_;
+  std::vector<LevelLoad> counts_;
   DurationEstimator estimates_;
   absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
   // Spatial isolation: the partition, once created; whether creating it was tried; whether the

@@ -218,29 +218,35 @@ void Scheduler::Submit(Op* op) {
 }
 
 bool Scheduler::MayIssueDirect(const StreamState* stream, int priority, bool may_pass_queued) {
-  if (!options_.direct_issue || priority < options_.unbudgeted_priority) return false;
-  Dispatcher* dispatcher = stream->dispatcher;
-  if (!dispatcher->Idle() && !(may_pass_queued && OnlyLessImportantQueued(stream, priority))) {
-    return false;
-  }
-  // Work of this stream (or that CUDA orders it after) is on a twin: the dispatcher links it.
-  if (options_.isolation != Isolation::kOff) {
-    if (dispatcher->AwayWorkOrders(stream)) return false;
-    if (options_.isolation == Isolation::kForce) return false;
-    if (options_.isolation == Isolation::kAlways && priority < levels_.MaxSeen()) return false;
-  }
-  // Nothing above this level was ever seen: the common case costs no clock read.
-  if (priority < levels_.MaxSeen() &&
-      priority < levels_.Ceiling(options_.unbudgeted_priority, CoarseNowNs(),
-                                 options_.ceiling_window_ns)) {
-    return false;
-  }
-  if (coordinator::GpuCoordinator* c = dispatcher->coordinator()) {
-    if (!c->PeersAllowDirect(priority, options_.ceiling_window_ns, options_.unbudgeted_priority)) {
-      return false;
+  // What the client sees, read as the policy asks for it: a few atomic loads, the clock only
+  // below a level that was ever seen above this one.
+  struct ClientView {
+    const Scheduler* scheduler;
+    const StreamState* stream;
+    int op_priority;
+    bool may_pass_queued;
+    int priority() const { return op_priority; }
+    bool NothingMoreImportantQueued() const {
+      return stream->dispatcher->Idle() ||
+             (may_pass_queued && scheduler->OnlyLessImportantQueued(stream, op_priority));
     }
-    dispatcher->PublishDirect(priority);
+    bool AwayWorkOrders() const { return stream->dispatcher->AwayWorkOrders(stream); }
+    int MaxSeen() const { return scheduler->levels_.MaxSeen(); }
+    int LocalCeiling() const {
+      return scheduler->levels_.Ceiling(scheduler->options_.unbudgeted_priority, CoarseNowNs(),
+                                        scheduler->options_.ceiling_window_ns);
+    }
+    bool PeersAllowDirect() const {
+      const coordinator::GpuCoordinator* c = stream->dispatcher->coordinator();
+      return c == nullptr ||
+             c->PeersAllowDirect(op_priority, scheduler->options_.ceiling_window_ns,
+                                 scheduler->options_.unbudgeted_priority);
+    }
+  };
+  if (!DirectIssueAllowed(ClientView{this, stream, priority, may_pass_queued}, options_)) {
+    return false;
   }
+  if (stream->dispatcher->coordinator() != nullptr) stream->dispatcher->PublishDirect(priority);
   return true;
 }
 

@@ -1,0 +1,546 @@
+// The scheduling policy as a pure function (scheduler/issue_policy.h): every
+// rule, table-driven, on snapshots built by hand. No threads, no driver, no
+// clock.
+#include "scheduler/issue_policy.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+
+namespace gpuprio::scheduler {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr int64_t kNow =
+    10'000'000'000; // far from 0, so "never busy" is far in the past
+
+// The queries answered from fixed values, counting how often each is asked.
+struct FixedQueries final : DeviceQueries {
+  uint64_t running_below_ns = 0;
+  bool more_important_behind = false;
+  bool shares_sms = false;
+  int peers_ever_ceiling = kNoPriority;
+  mutable int asked_running = 0;
+  mutable int asked_shares_sms = 0;
+  mutable int asked_ever = 0;
+  uint64_t RunningBelowNs(int) const override {
+    ++asked_running;
+    return running_below_ns;
+  }
+  bool MoreImportantBehind(int) const override { return more_important_behind; }
+  bool SharesSmsWithPeers() const override {
+    ++asked_shares_sms;
+    return shares_sms;
+  }
+  int PeersEverCeiling(int floor) const override {
+    ++asked_ever;
+    return peers_ever_ceiling > floor ? peers_ever_ceiling : floor;
+  }
+};
+
+SchedulerOptions Options() {
+  SchedulerOptions o;
+  o.budget_ns = 2 * kMs;
+  o.peer_budget_ns = kMs / 2;
+  o.unbudgeted_priority = 0;
+  o.ceiling_window_ns = 500 * kMs;
+  o.idle_budget_excludes_running = true;
+  o.long_op_idle_ns = 5 * kMs;
+  o.long_op_max_hold_ns = 50 * kMs;
+  o.max_hold_ns = 100 * kMs;
+  o.confined_queue_ns = 10 * kMs;
+  return o;
+}
+
+// A device with nothing but the op: local ceiling at the unbudgeted level.
+DeviceSnapshot Idle(const FixedQueries *q) {
+  DeviceSnapshot d;
+  d.now_ns = kNow;
+  d.local_ceiling = 0;
+  d.local_above_op = kNoPriority; // set per op below
+  d.local_max_seen = kNoPriority;
+  d.queries = q;
+  return d;
+}
+
+// One row: an op, the device's state, the expected answer.
+struct Row {
+  std::string name;
+  OpView op;
+  // The device.
+  int local_ceiling = 0;
+  int local_above_op = kNoPriority; // kNoPriority: the op's own priority
+  int highest_other_head = kNoPriority;
+  std::vector<LevelLoad> levels;
+  bool coordinated = false;
+  PeerView peers;
+  uint64_t running_below_ns = 0;
+  bool more_important_behind = false;
+  bool confine = false;
+  int confined_in_flight_ops = 0;
+  int64_t confined_in_flight_ns = 0;
+  int64_t oldest_confined_issue_ns = 0;
+  uint64_t oldest_confined_estimate_ns = 0;
+  // The answer.
+  Verdict verdict;
+  Reason reason;
+  uint64_t budget_ns = 0;
+  int64_t look_again_ns = 0;
+  bool passed_hold_bound = false;
+};
+
+OpView Op(int priority, uint64_t estimate_ns, int64_t held_ns = 0) {
+  OpView v;
+  v.priority = priority;
+  v.estimate_ns = estimate_ns;
+  v.held_ns = held_ns;
+  return v;
+}
+
+OpView Inherited(OpView v) {
+  v.inherited = true;
+  return v;
+}
+
+LevelLoad InFlight(int priority, int64_t ops, int64_t ns,
+                   int64_t last_busy_ns = kNow) {
+  return {priority, 0, ops, ns, 0, last_busy_ns};
+}
+
+LevelLoad Pending(int priority, int64_t last_busy_ns) {
+  return {priority, 1, 0, 0, 0, last_busy_ns};
+}
+
+TEST_CASE("Decide: every rule the dispatcher applies", "[scheduler][policy]") {
+  const SchedulerOptions o = Options();
+  const std::vector<Row> rows = {
+      // Rule 1: more important work pending or in flight holds it.
+      {.name = "a more important head holds it",
+       .op = Op(0, 10'000),
+       .highest_other_head = 1,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kHigherPriority,
+       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
+      {.name = "more important work in flight holds it",
+       .op = Op(-1, 10'000),
+       .levels = {InFlight(1, 1, 10'000)},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kHigherPriority,
+       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
+      {.name = "an equally important head does not",
+       .op = Op(0, 10'000),
+       .highest_other_head = 0,
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kUnbudgeted},
+      {.name = "another process's active level holds it",
+       .op = Op(1, 10'000),
+       .coordinated = true,
+       .peers = {2, 0},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kHigherPriority,
+       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
+      {.name = "held for the bound: the budget alone decides",
+       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs),
+       .highest_other_head = 1,
+       .levels = {InFlight(1, 1, 10'000)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kHoldBound,
+       .budget_ns = 2 * kMs,
+       .passed_hold_bound = true},
+      {.name = "held for the bound, over the budget: held for the budget",
+       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs),
+       .levels = {InFlight(1, 1, 10'000), InFlight(-1, 1, 2 * kMs)},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kBudget},
+      {.name = "held just short of the bound: still held",
+       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs - 1),
+       .highest_other_head = 1,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kHigherPriority,
+       .look_again_ns = kNow + 1},
+
+      // Rule 2: the budget below the ceiling.
+      {.name = "at the ceiling: unbudgeted",
+       .op = Op(0, 50 * kMs),
+       .levels = {InFlight(0, 3, 30 * kMs)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kUnbudgeted},
+      {.name = "below the ceiling, within the budget",
+       .op = Op(-1, kMs / 2),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(-1, 1, 3 * kMs / 2)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "below the ceiling, beyond the budget",
+       .op = Op(-1, 600'000),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(-1, 1, 3 * kMs / 2)},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kBudget},
+      {.name = "one op is admitted when nothing below the ceiling is in flight",
+       .op = Op(-1, kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(1, 0, 0, kNow - 10 * static_cast<int64_t>(kMs))},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "below a peer's ceiling: the smaller peer budget",
+       .op = Op(0, 200'000),
+       .levels = {InFlight(0, 1, 400'000)},
+       .coordinated = true,
+       .peers = {kNoPriority, 1},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kBudget},
+      {.name = "below a peer's ceiling, within the peer budget",
+       .op = Op(0, 100'000),
+       .levels = {InFlight(0, 1, 400'000)},
+       .coordinated = true,
+       .peers = {kNoPriority, 1},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = kMs / 2},
+
+      // Rule 2, nothing more important about: the op each stream runs does not
+      // count.
+      {.name = "low work alone: the running op is left out",
+       .op = Op(-1, kMs),
+       .levels = {InFlight(-1, 2, 2 * kMs)},
+       .running_below_ns = kMs,
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "low work beside a recent level above it: the running op counts",
+       .op = Op(-1, kMs),
+       .local_above_op = 0,
+       .levels = {InFlight(-1, 2, 2 * kMs)},
+       .running_below_ns = kMs,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kBudget},
+      {.name = "low work beside a peer's level: the running op counts",
+       .op = Op(-1, kMs),
+       .levels = {InFlight(-1, 2, 2 * kMs)},
+       .coordinated = true,
+       .peers = {kNoPriority, 0},
+       .running_below_ns = kMs,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kBudget},
+
+      // Rule 3: the long-op rule.
+      {.name = "a long op waits while more important work was busy lately",
+       .op = Op(-1, 3 * kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(1, 0, 0, kNow - 1'000'000)},
+       .verdict = Verdict::kHold,
+       .reason = Reason::kLongOp,
+       .look_again_ns = kNow + 50 * static_cast<int64_t>(kMs)},
+      {.name =
+           "a long op goes once more important work has been idle long enough",
+       .op = Op(-1, 3 * kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(1, 0, 0, kNow - 5 * static_cast<int64_t>(kMs))},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "a long op goes at its hold bound",
+       .op = Op(-1, 3 * kMs, /*held_ns=*/50 * kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {InFlight(1, 0, 0, kNow)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "a long op goes when more important work waits behind it",
+       .op = Op(-1, 3 * kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .levels = {Pending(1, kNow)},
+       .more_important_behind = true,
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kWithinBudget,
+       .budget_ns = 2 * kMs},
+      {.name = "a long op at the ceiling is no long op",
+       .op = Op(1, 3 * kMs),
+       .local_ceiling = 1,
+       .levels = {InFlight(2, 0, 0, kNow)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kUnbudgeted},
+
+      // Rule 4: confinement.
+      {.name = "confined work ignores rules 1-3",
+       .op = Op(-1, 50 * kMs),
+       .local_ceiling = 1,
+       .local_above_op = 1,
+       .highest_other_head = 1,
+       .levels = {InFlight(-1, 5, 50 * kMs)},
+       .confine = true,
+       .verdict = Verdict::kIssueConfined,
+       .reason = Reason::kConfined},
+      {.name = "confined, the twin full: held until room is due",
+       .op = Op(-1, 2 * kMs),
+       .confine = true,
+       .confined_in_flight_ops = 2,
+       .confined_in_flight_ns = 9 * kMs,
+       .oldest_confined_issue_ns = kNow - 1'000,
+       .oldest_confined_estimate_ns = 8 * kMs,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kTwinFull,
+       .look_again_ns = kNow - 1'000 + 8 * static_cast<int64_t>(kMs)},
+      {.name = "confined, the twin full with much queued behind: not sooner "
+               "than a sleep",
+       .op = Op(-1, 2 * kMs),
+       .confine = true,
+       .confined_in_flight_ops = 3,
+       .confined_in_flight_ns = 9 * kMs,
+       .oldest_confined_issue_ns = kNow - 10 * static_cast<int64_t>(kMs),
+       .oldest_confined_estimate_ns = 2 * kMs,
+       .verdict = Verdict::kHold,
+       .reason = Reason::kTwinFull,
+       .look_again_ns = kNow + kMaxConfinedSleepNs},
+      {.name = "confined, the twin empty: one op always goes",
+       .op = Op(-1, 50 * kMs),
+       .confine = true,
+       .verdict = Verdict::kIssueConfined,
+       .reason = Reason::kConfined},
+
+      // Rule 5: inheritance and home-only markers.
+      {.name = "an op another waits for goes, on the budget below the ceiling",
+       .op = Inherited(Op(-1, 10 * kMs)),
+       .local_ceiling = 1,
+       .highest_other_head = 2,
+       .levels = {InFlight(-1, 5, 50 * kMs)},
+       .verdict = Verdict::kIssue,
+       .reason = Reason::kInherited,
+       .budget_ns = 2 * kMs},
+      {.name = "an op another waits for goes to a full twin",
+       .op = Inherited(Op(-1, 10 * kMs)),
+       .confine = true,
+       .confined_in_flight_ops = 1,
+       .confined_in_flight_ns = 10 * kMs,
+       .verdict = Verdict::kIssueConfined,
+       .reason = Reason::kInherited},
+  };
+  for (const Row &row : rows) {
+    INFO(row.name);
+    FixedQueries queries;
+    queries.running_below_ns = row.running_below_ns;
+    queries.more_important_behind = row.more_important_behind;
+    DeviceSnapshot d = Idle(&queries);
+    d.local_ceiling = row.local_ceiling;
+    d.local_above_op = row.local_above_op == kNoPriority ? row.op.priority
+                                                         : row.local_above_op;
+    d.highest_other_head = row.highest_other_head;
+    d.levels = row.levels;
+    d.coordinated = row.coordinated;
+    d.peers = row.peers;
+    d.confined_in_flight_ops = row.confined_in_flight_ops;
+    d.confined_in_flight_ns = row.confined_in_flight_ns;
+    d.oldest_confined_issue_ns = row.oldest_confined_issue_ns;
+    d.oldest_confined_estimate_ns = row.oldest_confined_estimate_ns;
+    const Decision decision = Decide(row.op, d, row.confine, o);
+    CHECK(decision.verdict == row.verdict);
+    CHECK(decision.reason == row.reason);
+    CHECK(decision.budget_ns == row.budget_ns);
+    CHECK(decision.look_again_ns == row.look_again_ns);
+    CHECK(decision.passed_hold_bound == row.passed_hold_bound);
+  }
+}
+
+TEST_CASE("Decide: a home-only marker is never held", "[scheduler][policy]") {
+  FixedQueries queries;
+  DeviceSnapshot d = Idle(&queries);
+  d.highest_other_head = 5;
+  OpView op = Op(-5, 100 * kMs);
+  op.home_only = true;
+  const Decision decision = Decide(op, d, /*confine=*/false, Options());
+  CHECK(decision.verdict == Verdict::kIssue);
+  CHECK(decision.reason == Reason::kHomeOnly);
+  CHECK(decision.budget_ns == 0);
+  CHECK_FALSE(WantsConfinement(op, d, Options()));
+}
+
+TEST_CASE("Decide: the rules switched off", "[scheduler][policy]") {
+  SchedulerOptions o = Options();
+  FixedQueries queries;
+  queries.running_below_ns = kMs;
+  DeviceSnapshot d = Idle(&queries);
+  const std::vector<LevelLoad> levels = {InFlight(-1, 2, 2 * kMs),
+                                         InFlight(1, 1, 10'000)};
+  d.levels = levels;
+  SECTION("idle_budget_excludes_running off: the running op counts") {
+    d.levels = absl::MakeConstSpan(levels).subspan(0, 1);
+    o.idle_budget_excludes_running = false;
+    CHECK(Decide(Op(-1, kMs), d, false, o).reason == Reason::kBudget);
+    CHECK(queries.asked_running == 0);
+  }
+  SECTION("max_hold_ns 0: no hold bound") {
+    o.max_hold_ns = 0;
+    const Decision decision =
+        Decide(Op(-1, 10'000, /*held_ns=*/1'000 * kMs), d, false, o);
+    CHECK(decision.reason == Reason::kHigherPriority);
+    CHECK(decision.look_again_ns == 0);
+  }
+}
+
+TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
+  SchedulerOptions o = Options();
+  FixedQueries queries;
+  DeviceSnapshot d = Idle(&queries);
+  const OpView low = Op(-1, kMs);
+  d.local_above_op = -1;
+  SECTION("off: never") {
+    o.isolation = Isolation::kOff;
+    d.local_above_op = 1;
+    CHECK_FALSE(WantsConfinement(low, d, o));
+  }
+  SECTION("force: always, unless the partition refused the kernel") {
+    o.isolation = Isolation::kForce;
+    CHECK(WantsConfinement(low, d, o));
+    OpView refused = low;
+    refused.confinable = false;
+    CHECK_FALSE(WantsConfinement(refused, d, o));
+  }
+  SECTION("active: a more important level of this process within the window") {
+    o.isolation = Isolation::kActive;
+    CHECK_FALSE(WantsConfinement(low, d, o));
+    d.local_above_op = 0;
+    CHECK(WantsConfinement(low, d, o));
+    CHECK(queries.asked_shares_sms == 0);
+  }
+  SECTION("active: a peer's level counts only when SMs are shared (MPS)") {
+    o.isolation = Isolation::kActive;
+    d.coordinated = true;
+    d.peers = {kNoPriority, 0};
+    CHECK_FALSE(WantsConfinement(low, d, o));
+    CHECK(queries.asked_shares_sms == 1);
+    queries.shares_sms = true;
+    CHECK(WantsConfinement(low, d, o));
+  }
+  SECTION("always: any level ever seen above, here or (MPS) in a peer") {
+    o.isolation = Isolation::kAlways;
+    CHECK_FALSE(WantsConfinement(low, d, o));
+    CHECK(queries.asked_shares_sms == 0); // not coordinated
+    d.local_max_seen = 0;
+    CHECK(WantsConfinement(low, d, o));
+    d.local_max_seen = -1;
+    d.coordinated = true;
+    queries.peers_ever_ceiling = 3;
+    CHECK_FALSE(WantsConfinement(low, d, o));
+    CHECK(queries.asked_ever == 0); // asked only with SMs shared
+    queries.shares_sms = true;
+    CHECK(WantsConfinement(low, d, o));
+  }
+}
+
+// The client's view, from fixed values, recording what was read.
+struct FixedClientView {
+  int op_priority = 0;
+  bool nothing_more_important_queued = true;
+  bool away_work_orders = false;
+  int max_seen = kNoPriority;
+  int local_ceiling = 0;
+  bool peers_allow = true;
+  mutable int ceiling_reads = 0;
+  mutable int peer_reads = 0;
+  int priority() const { return op_priority; }
+  bool NothingMoreImportantQueued() const {
+    return nothing_more_important_queued;
+  }
+  bool AwayWorkOrders() const { return away_work_orders; }
+  int MaxSeen() const { return max_seen; }
+  int LocalCeiling() const {
+    ++ceiling_reads;
+    return local_ceiling;
+  }
+  bool PeersAllowDirect() const {
+    ++peer_reads;
+    return peers_allow;
+  }
+};
+
+TEST_CASE("DirectIssueAllowed: the fast path asks what the dispatcher would do "
+          "at once",
+          "[scheduler][policy]") {
+  SchedulerOptions o = Options();
+  FixedClientView v;
+  SECTION("nothing about: yes, without reading the clock") {
+    CHECK(DirectIssueAllowed(v, o));
+    CHECK(v.ceiling_reads == 0);
+    CHECK(v.peer_reads == 1);
+  }
+  SECTION("switched off") {
+    o.direct_issue = false;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+  }
+  SECTION("below the unbudgeted level: always budgeted") {
+    v.op_priority = -1;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+  }
+  SECTION("more important (or ordered) work queued") {
+    v.nothing_more_important_queued = false;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+  }
+  SECTION("below the ceiling") {
+    v.max_seen = 1;
+    v.local_ceiling = 1;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+    v.local_ceiling = 0; // the level above went quiet
+    CHECK(DirectIssueAllowed(v, o));
+  }
+  SECTION("another process's level above") {
+    v.peers_allow = false;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+  }
+  SECTION(
+      "isolation: work on a twin orders it, force, always below a level seen") {
+    o.isolation = Isolation::kActive;
+    CHECK(DirectIssueAllowed(v, o));
+    v.away_work_orders = true;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+    v.away_work_orders = false;
+    o.isolation = Isolation::kForce;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+    o.isolation = Isolation::kAlways;
+    v.max_seen = 1;
+    v.local_ceiling = 0;
+    CHECK_FALSE(DirectIssueAllowed(v, o));
+    o.isolation = Isolation::kActive;
+    CHECK(DirectIssueAllowed(v, o));
+  }
+}
+
+TEST_CASE("Admit holds work while higher-priority work is pending or in flight",
+          "[scheduler]") {
+  const AdmissionSnapshot s{/*highest_pending_or_in_flight=*/1, /*ceiling=*/1,
+                            /*below_ceiling_in_flight_ns=*/0,
+                            /*budget_ns=*/2'000'000};
+  CHECK(Admit(0, 1000, s) == Admission::kHoldForHigherPriority);
+  CHECK(Admit(1, 1000, s) == Admission::kIssue);
+  CHECK(Admit(2, 1000, s) == Admission::kIssue);
+}
+
+TEST_CASE("Admit keeps work below the ceiling within the budget",
+          "[scheduler]") {
+  AdmissionSnapshot s{kNoPriority, /*ceiling=*/1,
+                      /*below_ceiling_in_flight_ns=*/1'500'000,
+                      /*budget_ns=*/2'000'000};
+  CHECK(Admit(0, 400'000, s) == Admission::kIssue);
+  CHECK(Admit(0, 600'000, s) == Admission::kHoldForBudget);
+  SECTION("the ceiling level itself is never budgeted") {
+    CHECK(Admit(1, 10'000'000, s) == Admission::kIssue);
+  }
+  SECTION("one op is admitted when nothing below the ceiling is in flight") {
+    s.below_ceiling_in_flight_ns = 0;
+    CHECK(Admit(0, 50'000'000, s) == Admission::kIssue);
+  }
+}
+
+} // namespace
+} // namespace gpuprio::scheduler
