@@ -1,6 +1,7 @@
 #include "hook/real_driver.h"
 
 #include <cuda.h>
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 
@@ -59,10 +60,21 @@ struct HelperInfo {
 };
 
 constexpr HelperInfo kHelpers[kHelperCount] = {
-#define GPUPRIO_DRIVER_HELPER(base, version, pfn) {#base, version},
+#define GPUPRIO_DRIVER_HELPER(id, name, version, pfn) {name, version},
 #include "hook/driver_helpers.def"
 #undef GPUPRIO_DRIVER_HELPER
 };
+
+// The cudaTypedefs.h type of row `kId` of driver_api.def.
+template <ApiId kId>
+struct RowType;
+#define GPUPRIO_DRIVER_API(symbol, base, version, variant, api_class, pfn) \
+  template <>                                                              \
+  struct RowType<ApiId::k_##symbol> {                                      \
+    using type = pfn;                                                      \
+  };
+#include "hook/driver_api.def"
+#undef GPUPRIO_DRIVER_API
 
 // `name` at ABI `version`, as the real driver hands it out, or null. Never one of gpuprio's own
 // functions (see the note in ResolveEntries).
@@ -157,6 +169,25 @@ void RestartUnfinishedResolveInChild() {
   // Only this thread exists in the child: nothing else reads or writes the flag now. once_flag is
   // a trivially destructible atomic word, so constructing a new one in place is all it takes.
   if (!g_resolve_finished.load(std::memory_order_acquire)) new (&g_resolve_once) absl::once_flag();
+}
+
+scheduler::DriverFunctions RealDriverFunctions() {
+  scheduler::DriverFunctions d;
+  // A kIntercepted row names a row of driver_api.def: its version must be the row's, and its type
+  // the row's (the assignment does not compile otherwise). Names are pasted where the table's row
+  // is read: cuda.h defines some of them (cuEventElapsedTime) as macros naming a newer ABI.
+#define GPUPRIO_FILL_kHelper(field, id, name, abi) d.field = DriverHelper<HelperId::id>();
+#define GPUPRIO_FILL_kIntercepted(field, id, name, abi)                                \
+  static_assert(Info(ApiId::id).version == abi,                                      \
+                "scheduler/driver_functions.def: " name " is not at its row's version"); \
+  d.field = reinterpret_cast<RowType<ApiId::id>::type>(RealEntry(ApiId::id));
+#define GPUPRIO_DRIVER_FUNCTION(field, group, reach, name, version, pfn) \
+  GPUPRIO_FILL_##reach(field, k_##name, #name, version)
+#include "scheduler/driver_functions.def"
+#undef GPUPRIO_DRIVER_FUNCTION
+#undef GPUPRIO_FILL_kIntercepted
+#undef GPUPRIO_FILL_kHelper
+  return d;
 }
 
 std::optional<ApiId> FindApiByRealEntry(const void* p) {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "hook/api_table.h"
+#include "scheduler/driver_functions.h"
 
 namespace gpuprio::hook {
 
@@ -39,7 +40,7 @@ inline void* RealEntry(ApiId id) {
 
 // The driver functions gpuprio calls itself without intercepting them (hook/driver_helpers.def).
 enum class HelperId : uint8_t {
-#define GPUPRIO_DRIVER_HELPER(base, version, pfn) k_##base,
+#define GPUPRIO_DRIVER_HELPER(id, name, version, pfn) id,
 #include "hook/driver_helpers.def"
 #undef GPUPRIO_DRIVER_HELPER
   kCount
@@ -48,10 +49,10 @@ inline constexpr int kHelperCount = static_cast<int>(HelperId::kCount);
 
 template <HelperId kId>
 struct HelperType;
-#define GPUPRIO_DRIVER_HELPER(base, version, pfn) \
-  template <>                                     \
-  struct HelperType<HelperId::k_##base> {         \
-    using type = pfn;                             \
+#define GPUPRIO_DRIVER_HELPER(id, name, version, pfn) \
+  template <>                                         \
+  struct HelperType<HelperId::id> {                   \
+    using type = pfn;                                 \
   };
 #include "hook/driver_helpers.def"
 #undef GPUPRIO_DRIVER_HELPER
@@ -68,6 +69,11 @@ typename HelperType<kId>::type DriverHelper() {
   return reinterpret_cast<typename HelperType<kId>::type>(
       internal_real_driver::g_helper_entries[static_cast<int>(kId)]);
 }
+
+// The scheduler's driver functions (scheduler/driver_functions.def) as this driver has them: each
+// kHelper row's helper and each kIntercepted row's real entry point, null where the driver lacks
+// the ABI. on_dispatcher_thread_start is the caller's to set.
+scheduler::DriverFunctions RealDriverFunctions();
 
 // fork() child side: a resolve that a thread of the parent had begun but not finished is started
 // again by the child's next driver call (that thread does not exist in the child, and its once

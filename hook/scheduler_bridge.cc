@@ -57,37 +57,7 @@ void CreateScheduler() {
   const Config& config = GetConfig();
   if (config.mode != Mode::kSchedule) return;
   if (!ResolveRealDriver()) return;
-  scheduler::DriverFunctions d;
-  d.ctx_set_current = DriverHelper<HelperId::k_cuCtxSetCurrent>();
-  d.ctx_get_current = DriverHelper<HelperId::k_cuCtxGetCurrent>();
-  d.ctx_get_device = DriverHelper<HelperId::k_cuCtxGetDevice>();
-  d.stream_get_flags = DriverHelper<HelperId::k_cuStreamGetFlags>();
-  d.stream_get_priority = DriverHelper<HelperId::k_cuStreamGetPriority>();
-  d.stream_get_ctx = DriverHelper<HelperId::k_cuStreamGetCtx>();
-  d.stream_get_device = DriverHelper<HelperId::k_cuStreamGetDevice>();
-  d.event_create = DriverHelper<HelperId::k_cuEventCreate>();
-  d.event_record = reinterpret_cast<decltype(d.event_record)>(RealEntry(ApiId::k_cuEventRecord));
-  d.event_query = reinterpret_cast<decltype(d.event_query)>(RealEntry(ApiId::k_cuEventQuery));
-  d.event_elapsed_time = DriverHelper<HelperId::k_cuEventElapsedTime>();
-  d.event_synchronize =
-      reinterpret_cast<decltype(d.event_synchronize)>(RealEntry(ApiId::k_cuEventSynchronize));
-  d.event_destroy =
-      reinterpret_cast<decltype(d.event_destroy)>(RealEntry(ApiId::k_cuEventDestroy_v2));
-  d.device_get_uuid = DriverHelper<HelperId::k_cuDeviceGetUuid>();
-  // Spatial isolation: absent from drivers before CUDA 12.5, which leaves it off.
-  d.device_get_attribute = DriverHelper<HelperId::k_cuDeviceGetAttribute>();
-  d.device_get_dev_resource = DriverHelper<HelperId::k_cuDeviceGetDevResource>();
-  d.dev_sm_resource_split_by_count = DriverHelper<HelperId::k_cuDevSmResourceSplitByCount>();
-  d.dev_resource_generate_desc = DriverHelper<HelperId::k_cuDevResourceGenerateDesc>();
-  d.green_ctx_create = DriverHelper<HelperId::k_cuGreenCtxCreate>();
-  d.green_ctx_destroy = DriverHelper<HelperId::k_cuGreenCtxDestroy>();
-  d.green_ctx_stream_create = DriverHelper<HelperId::k_cuGreenCtxStreamCreate>();
-  d.stream_wait_event =
-      reinterpret_cast<decltype(d.stream_wait_event)>(RealEntry(ApiId::k_cuStreamWaitEvent));
-  d.stream_synchronize =
-      reinterpret_cast<decltype(d.stream_synchronize)>(RealEntry(ApiId::k_cuStreamSynchronize));
-  d.stream_destroy =
-      reinterpret_cast<decltype(d.stream_destroy)>(RealEntry(ApiId::k_cuStreamDestroy_v2));
+  scheduler::DriverFunctions d = RealDriverFunctions();
   d.on_dispatcher_thread_start = &MarkThreadAsDriver;
   if (!d.Complete()) {
     Log(LogLevel::kError,
