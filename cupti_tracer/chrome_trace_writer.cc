@@ -405,6 +405,14 @@ void SerializeChromeTrace(const TraceInput& input, JsonWriter& w) {
     w.Key(key);
     w.Int(value);
   }
+  // Which boot's clock the times are on (trace merge relates files of one boot only).
+  const std::pair<const char*, const std::string*> identity[] = {{"boot_id", &input.boot_id},
+                                                                 {"host", &input.host}};
+  for (const auto& [key, value] : identity) {
+    if (value->empty()) continue;
+    w.Key(key);
+    w.String(*value);
+  }
   w.EndObject();
   w.EndObject();
   w.EndObject();

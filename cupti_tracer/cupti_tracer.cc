@@ -20,6 +20,7 @@
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "cupti_tracer/counter_throttle.h"
 #include "cupti_tracer/external_id_carrier.h"
+#include "cupti_tracer/machine_identity.h"
 #include "cupti_tracer/memory_budget.h"
 #include "cupti_tracer/thread_event_log.h"
 #include "cupti_tracer/trace_assembly.h"
@@ -595,6 +596,8 @@ absl::Status TracerCore::WriteTrace() {
   TraceInput input;
   input.pid = static_cast<uint32_t>(getpid());
   input.process_name = ThreadNameFromProc(input.pid);
+  input.boot_id = BootIdFromProc();
+  input.host = HostName();
   absl::flat_hash_map<uint32_t, std::string> dispatcher_names;
   {
     DecodedActivity decoded;

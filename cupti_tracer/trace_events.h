@@ -125,6 +125,8 @@ struct TraceDrops {
 struct TraceInput {
   uint32_t pid = 0;
   std::string process_name;
+  std::string boot_id;  // machine_identity.h; empty: unknown (not written)
+  std::string host;
   int64_t base_ns = 0;  // earliest timestamp of the trace; the JSON's times are relative to it
   std::vector<ApiCall> api_calls;
   std::vector<GpuActivity> gpu_activities;

@@ -327,6 +327,17 @@ TEST_CASE("ChromeTrace of an empty input is a valid trace", "[tracer]") {
   CheckTraceInvariants(trace);
 }
 
+TEST_CASE("The boot id and host are written when known, and left out when not", "[tracer]") {
+  TraceInput input = gpuprio_test::Scenario();
+  CHECK_FALSE(ParseTrace(input).at("otherData").at("gpuprio").contains("boot_id"));
+  CHECK_FALSE(ParseTrace(input).at("otherData").at("gpuprio").contains("host"));
+  input.boot_id = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+  input.host = "node-7 \"a\"";
+  const json gpuprio = ParseTrace(input).at("otherData").at("gpuprio");
+  CHECK(gpuprio.at("boot_id") == "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  CHECK(gpuprio.at("host") == "node-7 \"a\"");
+}
+
 TEST_CASE("WriteChromeTrace writes the file through a temporary and renames it", "[tracer]") {
   const std::string dir = gpuprio_test::FreshDirectory("write");
   const TraceInput input = gpuprio_test::Scenario();

@@ -90,6 +90,12 @@ TEST_CASE("A traced run writes a valid trace and nothing else beside it", "[trac
   CHECK(gpuprio.at("ops") == 20);
   CHECK(gpuprio.at("gpu_records") == 8);  // the fake libcupti's default per flush
   CHECK(gpuprio.at("dropped_records") == 0);
+  // This boot's id, as the kernel gives it (the process runs here).
+  std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
+  std::string expected_boot_id;
+  if (boot_id && std::getline(boot_id, expected_boot_id)) {
+    CHECK(gpuprio.at("boot_id") == expected_boot_id);
+  }
   CHECK(gpuprio_test::DirectoryEntries(run.dir) == std::vector<std::string>{"trace.json"});
   CHECK(run.result.stderr_text.find("on SIGTERM and SIGINT it is written before the process ends") !=
         std::string::npos);
