@@ -1,5 +1,5 @@
-// Every Interceptor specialisation, so each translation unit that instantiates wrappers sees the
-// same set (one definition rule).
+// Every Interceptor and ScheduledHandler specialisation, so each translation unit that
+// instantiates wrappers sees the same set (one definition rule).
 #ifndef GPUPRIO_HOOK_ALL_INTERCEPTORS_H_
 #define GPUPRIO_HOOK_ALL_INTERCEPTORS_H_
 

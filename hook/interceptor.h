@@ -1,9 +1,10 @@
 // The hook point between a generated wrapper and the real driver. A wrapper counts the call and
 // hands it to Interceptor<id>::Call(path, real, args...); the primary template forwards to the
-// driver. cuGetProcAddress (proc_address_hook.h) plugs in by specialising it for its rows, the
-// scheduler (scheduled_calls.h) by specialising it for the ordered, sync and inline classes and
-// for the rows that need more than the class's generic handling. Every specialisation must be visible wherever
-// wrappers are instantiated: include it from hook/all_interceptors.h.
+// driver. cuGetProcAddress (proc_address_hook.h) plugs in by specialising it for its rows. The
+// scheduled classes (ordered, sync, inline) all enter through ScheduledEntry, the one place that
+// asks for the scheduler; what a row then does is its ScheduledHandler (scheduled_calls.h per
+// class, scheduled_*_calls.h per row). Every specialisation must be visible wherever wrappers are
+// instantiated: include it from hook/all_interceptors.h.
 #ifndef GPUPRIO_HOOK_INTERCEPTOR_H_
 #define GPUPRIO_HOOK_INTERCEPTOR_H_
 
@@ -11,18 +12,52 @@
 
 #include "hook/api_table.h"
 #include "hook/call_counters.h"
+#include "hook/scheduler_bridge.h"
 #include "hook/thread_state.h"
+#include "scheduler/scheduler.h"
 
 namespace gpuprio::hook {
+
+// The call, straight to the driver (no scheduler, or work that is not deferred).
+template <typename Real, typename... Args>
+CUresult CallDriver(Real real, Args... args) {
+  DriverCallScope in_driver;
+  return real(args...);
+}
 
 template <ApiId kId, ApiClass kClass = Info(kId).api_class>
 struct Interceptor {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath /*path*/, Real real, Args... args) {
-    DriverCallScope in_driver;
-    return real(args...);
+    return CallDriver(real, args...);
   }
 };
+
+// How a call of a scheduled class meets the scheduler: a static
+// `CUresult Call(scheduler::Scheduler* s, Real real, Args... args)`, where `s` is never null.
+// Reached only through ScheduledEntry.
+template <ApiId kId, ApiClass kClass = Info(kId).api_class>
+struct ScheduledHandler;
+
+// Every scheduled row's entry: without a scheduler (GPUPRIO_MODE is not "schedule", or the driver
+// lacks what it needs) the call goes straight to the driver; otherwise to the row's handler, with
+// the scheduler.
+template <ApiId kId>
+struct ScheduledEntry {
+  template <typename Real, typename... Args>
+  static CUresult Call(CallPath /*path*/, Real real, Args... args) {
+    scheduler::Scheduler* s = ActiveScheduler();
+    if (s == nullptr) return CallDriver(real, args...);
+    return ScheduledHandler<kId>::Call(s, real, args...);
+  }
+};
+
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kOrdered> : ScheduledEntry<kId> {};
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kInline> : ScheduledEntry<kId> {};
+template <ApiId kId>
+struct Interceptor<kId, ApiClass::kSync> : ScheduledEntry<kId> {};
 
 }  // namespace gpuprio::hook
 

@@ -5,9 +5,10 @@
 //   kInline   waits until its stream's queued work is issued, then runs on the calling thread.
 //   kSync     waits until the work it depends on (its stream, its event's last record, or the
 //             whole process) is issued, returns a deferred error if there is one, then runs.
-// Rows whose arguments point at memory the op must own, or whose semantics need more (launches,
-// event record and wait, copies from host memory, stream query, captures, destroy, unload) have
-// full specialisations in scheduled_*_calls.h.
+// Each class's handler (ScheduledHandler, interceptor.h) is here. Rows whose arguments point at
+// memory the op must own, or whose semantics need more (launches, event record and wait, copies
+// from host memory, stream query, captures, destroy, unload) have full specialisations in
+// scheduled_*_calls.h.
 #ifndef GPUPRIO_HOOK_SCHEDULED_CALLS_H_
 #define GPUPRIO_HOOK_SCHEDULED_CALLS_H_
 
@@ -34,13 +35,6 @@ namespace gpuprio::hook {
 
 inline constexpr bool IsPerThreadEntry(ApiId id) {
   return Info(id).variant == ApiVariant::kPerThread;
-}
-
-// The call, straight to the driver (no scheduler, or work that is not deferred).
-template <typename Real, typename... Args>
-CUresult CallDriver(Real real, Args... args) {
-  DriverCallScope in_driver;
-  return real(args...);
 }
 
 // The scheduled stream a call's CUstream argument names (null: not deferrable, see Resolve).
@@ -233,9 +227,7 @@ CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hi
 template <ApiId kId>
 struct OrderedByValue {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     NoExtraSteps steps;
     return ScheduleByValue<kId>(s, steps, OrderedCostHintNs<kId>(args...), real, args...);
   }
@@ -244,9 +236,7 @@ struct OrderedByValue {
 template <ApiId kId>
 struct InlineCall {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     scheduler::StreamState* stream = nullptr;
     if constexpr (kHasArg<CUstream, Args...>) {
       stream = StreamOfCall<kId>(s, args...);
@@ -301,20 +291,18 @@ inline CUresult WithDeferredError(scheduler::Scheduler* s, scheduler::StreamStat
 template <ApiId kId>
 struct GenericSync {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     scheduler::StreamState* stream = WaitBeforeSync<kId>(s, args...);
     return WithDeferredError(s, stream, CallDriver(real, args...));
   }
 };
 
 template <ApiId kId>
-struct Interceptor<kId, ApiClass::kOrdered> : OrderedByValue<kId> {};
+struct ScheduledHandler<kId, ApiClass::kOrdered> : OrderedByValue<kId> {};
 template <ApiId kId>
-struct Interceptor<kId, ApiClass::kInline> : InlineCall<kId> {};
+struct ScheduledHandler<kId, ApiClass::kInline> : InlineCall<kId> {};
 template <ApiId kId>
-struct Interceptor<kId, ApiClass::kSync> : GenericSync<kId> {};
+struct ScheduledHandler<kId, ApiClass::kSync> : GenericSync<kId> {};
 
 }  // namespace gpuprio::hook
 

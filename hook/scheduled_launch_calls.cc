@@ -191,15 +191,10 @@ Op* LaunchOp(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
 // The shared body of every launch form. `issue` rebuilds the call on the dispatcher; `inline_call`
 // runs it now when it cannot be deferred.
 template <ApiId kId, typename InlineCall>
-CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
-                        const unsigned int block[3], unsigned int shared, CUstream stream,
-                        void** params, void** extra, const CUlaunchConfig* config,
-                        InlineCall inline_call) {
-  scheduler::Scheduler* s = ActiveScheduler();
-  if (s == nullptr) {
-    DriverCallScope in_driver;
-    return inline_call();
-  }
+CUresult ScheduleLaunch(scheduler::Scheduler* s, Op::IssueFn issue, CUfunction f,
+                        const unsigned int grid[3], const unsigned int block[3],
+                        unsigned int shared, CUstream stream, void** params, void** extra,
+                        const CUlaunchConfig* config, InlineCall inline_call) {
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   scheduler::StreamState* st = s->Resolve(stream, IsPerThreadEntry(kId));
   NoExtraSteps steps;
@@ -219,57 +214,54 @@ CUresult ScheduleLaunch(Op::IssueFn issue, CUfunction f, const unsigned int grid
 
 }  // namespace
 
-#define GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR(symbol, pfn)                                        \
-  CUresult Interceptor<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                        \
-      CallPath, pfn real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,  \
-      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,               \
-      CUstream stream, void** params, void** extra) {                                       \
-    const unsigned int grid[3] = {gx, gy, gz};                                              \
-    const unsigned int block[3] = {bx, by, bz};                                             \
-    return ScheduleLaunch<ApiId::k_##symbol>(                                               \
-        &IssueGridLaunch<ApiId::k_##symbol, pfn, true>, f, grid, block, shared, stream,     \
-        params, extra, nullptr,                                                             \
-        [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });    \
+#define GPUPRIO_DEFINE_LAUNCH_HANDLER(symbol, pfn)                                             \
+  CUresult ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                      \
+      scheduler::Scheduler* s, pfn real, CUfunction f, unsigned int gx, unsigned int gy,       \
+      unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, \
+      CUstream stream, void** params, void** extra) {                                          \
+    const unsigned int grid[3] = {gx, gy, gz};                                                 \
+    const unsigned int block[3] = {bx, by, bz};                                                \
+    return ScheduleLaunch<ApiId::k_##symbol>(                                                  \
+        s, &IssueGridLaunch<ApiId::k_##symbol, pfn, true>, f, grid, block, shared, stream,     \
+        params, extra, nullptr,                                                                \
+        [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });       \
   }
-GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
-GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
-#undef GPUPRIO_DEFINE_LAUNCH_INTERCEPTOR
+GPUPRIO_DEFINE_LAUNCH_HANDLER(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
+GPUPRIO_DEFINE_LAUNCH_HANDLER(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
+#undef GPUPRIO_DEFINE_LAUNCH_HANDLER
 
-#define GPUPRIO_DEFINE_COOPERATIVE_INTERCEPTOR(symbol, pfn)                                   \
-  CUresult Interceptor<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                        \
-      CallPath, pfn real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,  \
-      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,               \
-      CUstream stream, void** params) {                                                     \
-    const unsigned int grid[3] = {gx, gy, gz};                                              \
-    const unsigned int block[3] = {bx, by, bz};                                             \
-    return ScheduleLaunch<ApiId::k_##symbol>(                                               \
-        &IssueGridLaunch<ApiId::k_##symbol, pfn, false>, f, grid, block, shared, stream, params,  \
-        nullptr, nullptr,                                                                   \
-        [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params); });           \
+#define GPUPRIO_DEFINE_COOPERATIVE_HANDLER(symbol, pfn)                                        \
+  CUresult ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                      \
+      scheduler::Scheduler* s, pfn real, CUfunction f, unsigned int gx, unsigned int gy,       \
+      unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, \
+      CUstream stream, void** params) {                                                        \
+    const unsigned int grid[3] = {gx, gy, gz};                                                 \
+    const unsigned int block[3] = {bx, by, bz};                                                \
+    return ScheduleLaunch<ApiId::k_##symbol>(                                                  \
+        s, &IssueGridLaunch<ApiId::k_##symbol, pfn, false>, f, grid, block, shared, stream,    \
+        params, nullptr, nullptr,                                                              \
+        [&] { return real(f, gx, gy, gz, bx, by, bz, shared, stream, params); });              \
   }
-GPUPRIO_DEFINE_COOPERATIVE_INTERCEPTOR(cuLaunchCooperativeKernel,
-                                       PFN_cuLaunchCooperativeKernel_v9000)
-GPUPRIO_DEFINE_COOPERATIVE_INTERCEPTOR(cuLaunchCooperativeKernel_ptsz,
-                                       PFN_cuLaunchCooperativeKernel_v9000_ptsz)
-#undef GPUPRIO_DEFINE_COOPERATIVE_INTERCEPTOR
+GPUPRIO_DEFINE_COOPERATIVE_HANDLER(cuLaunchCooperativeKernel,
+                                   PFN_cuLaunchCooperativeKernel_v9000)
+GPUPRIO_DEFINE_COOPERATIVE_HANDLER(cuLaunchCooperativeKernel_ptsz,
+                                   PFN_cuLaunchCooperativeKernel_v9000_ptsz)
+#undef GPUPRIO_DEFINE_COOPERATIVE_HANDLER
 
-#define GPUPRIO_DEFINE_LAUNCH_EX_INTERCEPTOR(symbol, pfn)                                     \
-  CUresult Interceptor<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                        \
-      CallPath, pfn real, const CUlaunchConfig* config, CUfunction f, void** params,        \
-      void** extra) {                                                                       \
-    if (config == nullptr) {                                                                \
-      DriverCallScope in_driver;                                                            \
-      return real(config, f, params, extra);                                                \
-    }                                                                                       \
-    const unsigned int grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};    \
+#define GPUPRIO_DEFINE_LAUNCH_EX_HANDLER(symbol, pfn)                                        \
+  CUresult ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered>::Call(                    \
+      scheduler::Scheduler* s, pfn real, const CUlaunchConfig* config, CUfunction f,         \
+      void** params, void** extra) {                                                         \
+    if (config == nullptr) return CallDriver(real, config, f, params, extra);                \
+    const unsigned int grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};     \
     const unsigned int block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ}; \
-    return ScheduleLaunch<ApiId::k_##symbol>(                                               \
-        &IssueLaunchEx<ApiId::k_##symbol, pfn>, f, grid, block, config->sharedMemBytes,     \
-        config->hStream, params, extra, config,                                             \
-        [&] { return real(config, f, params, extra); });                                    \
+    return ScheduleLaunch<ApiId::k_##symbol>(                                                \
+        s, &IssueLaunchEx<ApiId::k_##symbol, pfn>, f, grid, block, config->sharedMemBytes,   \
+        config->hStream, params, extra, config,                                              \
+        [&] { return real(config, f, params, extra); });                                     \
   }
-GPUPRIO_DEFINE_LAUNCH_EX_INTERCEPTOR(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
-GPUPRIO_DEFINE_LAUNCH_EX_INTERCEPTOR(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
-#undef GPUPRIO_DEFINE_LAUNCH_EX_INTERCEPTOR
+GPUPRIO_DEFINE_LAUNCH_EX_HANDLER(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
+GPUPRIO_DEFINE_LAUNCH_EX_HANDLER(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
+#undef GPUPRIO_DEFINE_LAUNCH_EX_HANDLER
 
 }  // namespace gpuprio::hook

@@ -12,41 +12,41 @@
 
 namespace gpuprio::hook {
 
-#define GPUPRIO_DECLARE_LAUNCH_INTERCEPTOR(symbol, pfn)                                  \
-  template <>                                                                          \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::kOrdered> {                          \
-    static CUresult Call(CallPath path, pfn real, CUfunction f, unsigned int gx,       \
+#define GPUPRIO_DECLARE_LAUNCH_HANDLER(symbol, pfn)                                          \
+  template <>                                                                                \
+  struct ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered> {                           \
+    static CUresult Call(scheduler::Scheduler* s, pfn real, CUfunction f, unsigned int gx,   \
                          unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
-                         unsigned int bz, unsigned int shared, CUstream stream,        \
-                         void** params, void** extra);                                 \
+                         unsigned int bz, unsigned int shared, CUstream stream,              \
+                         void** params, void** extra);                                       \
   };
-GPUPRIO_DECLARE_LAUNCH_INTERCEPTOR(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
-GPUPRIO_DECLARE_LAUNCH_INTERCEPTOR(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
-#undef GPUPRIO_DECLARE_LAUNCH_INTERCEPTOR
+GPUPRIO_DECLARE_LAUNCH_HANDLER(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
+GPUPRIO_DECLARE_LAUNCH_HANDLER(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
+#undef GPUPRIO_DECLARE_LAUNCH_HANDLER
 
-#define GPUPRIO_DECLARE_COOPERATIVE_INTERCEPTOR(symbol, pfn)                             \
-  template <>                                                                          \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::kOrdered> {                          \
-    static CUresult Call(CallPath path, pfn real, CUfunction f, unsigned int gx,       \
+#define GPUPRIO_DECLARE_COOPERATIVE_HANDLER(symbol, pfn)                                     \
+  template <>                                                                                \
+  struct ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered> {                           \
+    static CUresult Call(scheduler::Scheduler* s, pfn real, CUfunction f, unsigned int gx,   \
                          unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
-                         unsigned int bz, unsigned int shared, CUstream stream,        \
-                         void** params);                                               \
+                         unsigned int bz, unsigned int shared, CUstream stream,              \
+                         void** params);                                                     \
   };
-GPUPRIO_DECLARE_COOPERATIVE_INTERCEPTOR(cuLaunchCooperativeKernel,
-                                        PFN_cuLaunchCooperativeKernel_v9000)
-GPUPRIO_DECLARE_COOPERATIVE_INTERCEPTOR(cuLaunchCooperativeKernel_ptsz,
-                                        PFN_cuLaunchCooperativeKernel_v9000_ptsz)
-#undef GPUPRIO_DECLARE_COOPERATIVE_INTERCEPTOR
+GPUPRIO_DECLARE_COOPERATIVE_HANDLER(cuLaunchCooperativeKernel,
+                                    PFN_cuLaunchCooperativeKernel_v9000)
+GPUPRIO_DECLARE_COOPERATIVE_HANDLER(cuLaunchCooperativeKernel_ptsz,
+                                    PFN_cuLaunchCooperativeKernel_v9000_ptsz)
+#undef GPUPRIO_DECLARE_COOPERATIVE_HANDLER
 
-#define GPUPRIO_DECLARE_LAUNCH_EX_INTERCEPTOR(symbol, pfn)                               \
-  template <>                                                                          \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::kOrdered> {                          \
-    static CUresult Call(CallPath path, pfn real, const CUlaunchConfig* config,        \
-                         CUfunction f, void** params, void** extra);                   \
+#define GPUPRIO_DECLARE_LAUNCH_EX_HANDLER(symbol, pfn)                                    \
+  template <>                                                                             \
+  struct ScheduledHandler<ApiId::k_##symbol, ApiClass::kOrdered> {                        \
+    static CUresult Call(scheduler::Scheduler* s, pfn real, const CUlaunchConfig* config, \
+                         CUfunction f, void** params, void** extra);                      \
   };
-GPUPRIO_DECLARE_LAUNCH_EX_INTERCEPTOR(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
-GPUPRIO_DECLARE_LAUNCH_EX_INTERCEPTOR(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
-#undef GPUPRIO_DECLARE_LAUNCH_EX_INTERCEPTOR
+GPUPRIO_DECLARE_LAUNCH_EX_HANDLER(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
+GPUPRIO_DECLARE_LAUNCH_EX_HANDLER(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
+#undef GPUPRIO_DECLARE_LAUNCH_EX_HANDLER
 
 }  // namespace gpuprio::hook
 

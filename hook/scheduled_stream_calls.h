@@ -27,11 +27,9 @@ struct EventRecordSteps : NoExtraSteps {
 };
 
 template <ApiId kId>
-struct EventRecordInterceptor {
+struct EventRecordHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     EventRecordSteps steps;
     steps.event = s->BeginRecord(FirstArg<CUevent>(args...));
     return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
@@ -52,11 +50,9 @@ struct StreamWaitEventSteps : NoExtraSteps {
 };
 
 template <ApiId kId>
-struct StreamWaitEventInterceptor {
+struct StreamWaitEventHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     StreamWaitEventSteps steps;
     steps.event = s->Event(FirstArg<CUevent>(args...));
     steps.recorder = s->RecordToFollow(steps.event);
@@ -67,11 +63,9 @@ struct StreamWaitEventInterceptor {
 // Host pointers are the arguments of type `const void*` / `void*` (HtoD source, DtoH
 // destination) or, for cuMemcpyAsync, either unified address.
 template <ApiId kId>
-struct HostCopyInterceptor {
+struct HostCopyHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath path, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     NoExtraSteps steps;
     // Issued now (inline or by the fast path), a copy behaves exactly as CUDA's own, pageable
@@ -101,11 +95,9 @@ struct HostCopyInterceptor {
 };
 
 template <ApiId kId>
-struct StreamQueryInterceptor {
+struct StreamQueryHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
     // Queued work is work not yet complete; querying must not block.
     if (stream != nullptr && stream->HasUnissued()) return CUDA_ERROR_NOT_READY;
@@ -119,11 +111,9 @@ struct StreamQueryInterceptor {
 };
 
 template <ApiId kId>
-struct ContextSynchronizeInterceptor {
+struct ContextSynchronizeHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     CUcontext context = FirstArg<CUcontext>(args...);
     if (context == nullptr) s->driver().ctx_get_current(&context);
     s->WaitContext(context);
@@ -135,11 +125,11 @@ struct ContextSynchronizeInterceptor {
 
 // A sync call followed by bookkeeping once the driver has answered.
 template <ApiId kId, typename After>
-struct SyncThenInterceptor {
+struct SyncThenHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath path, Real real, Args... args) {
-    const CUresult r = GenericSync<kId>::Call(path, real, args...);
-    if (scheduler::Scheduler* s = ActiveScheduler()) After::Run(s, r, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
+    const CUresult r = GenericSync<kId>::Call(s, real, args...);
+    After::Run(s, r, args...);
     return r;
   }
 };
@@ -147,13 +137,12 @@ struct SyncThenInterceptor {
 // Beginning a capture: quiesce the scheduler first (EnterCapture), so nothing of gpuprio's
 // reaches a stream while the driver captures.
 template <ApiId kId>
-struct CaptureBeginInterceptor {
+struct CaptureBeginHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath path, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s != nullptr) s->EnterCapture();
-    const CUresult r = GenericSync<kId>::Call(path, real, args...);
-    if (s != nullptr && r != CUDA_SUCCESS) s->LeaveCapture();
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
+    s->EnterCapture();
+    const CUresult r = GenericSync<kId>::Call(s, real, args...);
+    if (r != CUDA_SUCCESS) s->LeaveCapture();
     return r;
   }
 };
@@ -166,11 +155,9 @@ struct AfterCaptureEnd {
 // Destroying a stream: its queued ops are issued first, then the scheduler lets go of it, then
 // the driver destroys it (the dispatcher must never record on a destroyed stream).
 template <ApiId kId>
-struct StreamDestroyInterceptor {
+struct StreamDestroyHandler {
   template <typename Real, typename... Args>
-  static CUresult Call(CallPath path, Real real, Args... args) {
-    scheduler::Scheduler* s = ActiveScheduler();
-    if (s == nullptr) return CallDriver(real, args...);
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
     (void)WaitBeforeSync<kId>(s, args...);  // a deferred error of the stream goes with it
     // (cuStreamDestroy returns at once natively, with the stream's work still running.)
     s->ForgetStream(FirstArg<CUstream>(args...));
@@ -192,28 +179,28 @@ struct AfterUnload {
 
 // Row `symbol` of class `api_class` is handled by `Handler<its ApiId>`; _PTSZ: and its
 // per-thread-stream twin row.
-#define GPUPRIO_INTERCEPT_AS(symbol, api_class, Handler) \
-  template <>                                            \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::api_class> : Handler<ApiId::k_##symbol> {};
-#define GPUPRIO_INTERCEPT_AS_PTSZ(symbol, api_class, Handler) \
-  GPUPRIO_INTERCEPT_AS(symbol, api_class, Handler)            \
-  GPUPRIO_INTERCEPT_AS(symbol##_ptsz, api_class, Handler)
+#define GPUPRIO_HANDLE_AS(symbol, api_class, Handler) \
+  template <>                                         \
+  struct ScheduledHandler<ApiId::k_##symbol, ApiClass::api_class> : Handler<ApiId::k_##symbol> {};
+#define GPUPRIO_HANDLE_AS_PTSZ(symbol, api_class, Handler) \
+  GPUPRIO_HANDLE_AS(symbol, api_class, Handler)            \
+  GPUPRIO_HANDLE_AS(symbol##_ptsz, api_class, Handler)
 
-GPUPRIO_INTERCEPT_AS_PTSZ(cuEventRecord, kOrdered, EventRecordInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuEventRecordWithFlags, kOrdered, EventRecordInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamWaitEvent, kOrdered, StreamWaitEventInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyHtoDAsync_v2, kOrdered, HostCopyInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyDtoHAsync_v2, kOrdered, HostCopyInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuMemcpyAsync, kOrdered, HostCopyInterceptor)
+GPUPRIO_HANDLE_AS_PTSZ(cuEventRecord, kOrdered, EventRecordHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuEventRecordWithFlags, kOrdered, EventRecordHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuStreamWaitEvent, kOrdered, StreamWaitEventHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuMemcpyHtoDAsync_v2, kOrdered, HostCopyHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuMemcpyDtoHAsync_v2, kOrdered, HostCopyHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuMemcpyAsync, kOrdered, HostCopyHandler)
 
-GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamQuery, kSync, StreamQueryInterceptor)
-GPUPRIO_INTERCEPT_AS(cuCtxSynchronize, kSync, ContextSynchronizeInterceptor)
-GPUPRIO_INTERCEPT_AS(cuCtxSynchronize_v2, kSync, ContextSynchronizeInterceptor)
+GPUPRIO_HANDLE_AS_PTSZ(cuStreamQuery, kSync, StreamQueryHandler)
+GPUPRIO_HANDLE_AS(cuCtxSynchronize, kSync, ContextSynchronizeHandler)
+GPUPRIO_HANDLE_AS(cuCtxSynchronize_v2, kSync, ContextSynchronizeHandler)
 
 #define GPUPRIO_SYNC_THEN(symbol, after)                                              \
   template <>                                                                         \
-  struct Interceptor<ApiId::k_##symbol, ApiClass::kSync>                              \
-      : SyncThenInterceptor<ApiId::k_##symbol, after> {};
+  struct ScheduledHandler<ApiId::k_##symbol, ApiClass::kSync>                         \
+      : SyncThenHandler<ApiId::k_##symbol, after> {};
 GPUPRIO_SYNC_THEN(cuStreamEndCapture, AfterCaptureEnd)
 GPUPRIO_SYNC_THEN(cuStreamEndCapture_ptsz, AfterCaptureEnd)
 GPUPRIO_SYNC_THEN(cuEventDestroy_v2, AfterEventDestroy)
@@ -221,10 +208,10 @@ GPUPRIO_SYNC_THEN(cuModuleUnload, AfterUnload)
 GPUPRIO_SYNC_THEN(cuLibraryUnload, AfterUnload)
 #undef GPUPRIO_SYNC_THEN
 
-GPUPRIO_INTERCEPT_AS(cuStreamDestroy_v2, kSync, StreamDestroyInterceptor)
-GPUPRIO_INTERCEPT_AS_PTSZ(cuStreamBeginCapture_v2, kSync, CaptureBeginInterceptor)
-#undef GPUPRIO_INTERCEPT_AS_PTSZ
-#undef GPUPRIO_INTERCEPT_AS
+GPUPRIO_HANDLE_AS(cuStreamDestroy_v2, kSync, StreamDestroyHandler)
+GPUPRIO_HANDLE_AS_PTSZ(cuStreamBeginCapture_v2, kSync, CaptureBeginHandler)
+#undef GPUPRIO_HANDLE_AS_PTSZ
+#undef GPUPRIO_HANDLE_AS
 
 }  // namespace gpuprio::hook
 
