@@ -41,12 +41,6 @@ constexpr int64_t kPollWindowNs = 1'000'000;
 constexpr int64_t kPollShareDivisor = 20;
 constexpr int64_t kPollBudgetCapNs = 5'000'000;
 
-inline void CpuRelax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
-
 using base::AtomicMax;
 
 // The shared segment's layout carries the priority range: the two must agree.
@@ -69,6 +63,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       observer_wants_timings_(observer != nullptr && observer->WantsTimings()),
       coordinator_(std::move(coordinator)),
       directory_(directory),
+      parking_(&Dispatcher::WakePeerWord, this),
       estimates_(options.default_estimate_ns) {
   if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
@@ -81,6 +76,11 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
 
 void Dispatcher::WakeFromWatcher(void* dispatcher) {
   static_cast<Dispatcher*>(dispatcher)->Wake();
+}
+
+void Dispatcher::WakePeerWord(void* dispatcher) {
+  // Only a dispatcher with a coordinator sleeps on the word (ParkHeldOnPeers).
+  static_cast<Dispatcher*>(dispatcher)->coordinator_->WakeDropSleepers();
 }
 
 Dispatcher::~Dispatcher() { Stop(); }
@@ -96,13 +96,9 @@ void Dispatcher::Stop(bool bounded) {
   if (!thread_.joinable()) return;
   stop_bounded_.store(bounded, std::memory_order_seq_cst);
   stop_.store(true, std::memory_order_seq_cst);
-  // A dispatcher asleep on the segment's word (ParkHeldOnPeers) is woken there.
-  if (futex_parked_.load(std::memory_order_seq_cst)) coordinator_->WakeDropSleepers();
-  {
-    absl::MutexLock lock(&mu_);
-    wake_cv_.Signal();
-    issued_cv_.SignalAll();  // backpressure waits end while the dispatcher stops
-  }
+  // A dispatcher asleep on the segment's word (ParkHeldOnPeers) is woken there; backpressure
+  // waits end while the dispatcher stops.
+  parking_.WakeForStop();
   thread_.join();
 }
 
@@ -124,10 +120,7 @@ void Dispatcher::Submit(Op* op) {
   // A dispatcher held on more important work needs no wake-up for this op: it could not go
   // first. ParkHeld sets the floor before it looks at the inbox, and this thread reads it after
   // the push (both seq_cst), so an op above the floor is either seen or wakes it.
-  if (parked_.load(std::memory_order_seq_cst) &&
-      priority > park_floor_.load(std::memory_order_seq_cst)) {
-    Wake();
-  }
+  parking_.WakeForWork(priority);
   const uint64_t target = BackpressureWaitTarget(
       submitted, s->issued.load(std::memory_order_acquire), options_.max_queued_per_stream);
   if (target != 0) {
@@ -136,15 +129,7 @@ void Dispatcher::Submit(Op* op) {
   }
 }
 
-void Dispatcher::Wake() {
-  wake_requested_.store(true, std::memory_order_seq_cst);
-  // Read after the request is set; ParkHeldOnPeers sets the flag before it reads the request
-  // (all seq_cst): either it sees the request and does not sleep, or it is woken here. The word
-  // is the segment's, so the other processes sleeping on it wake too, look, and sleep again.
-  if (futex_parked_.load(std::memory_order_seq_cst)) coordinator_->WakeDropSleepers();
-  absl::MutexLock lock(&mu_);
-  wake_cv_.Signal();
-}
+void Dispatcher::Wake() { parking_.Wake(); }
 
 void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
   AtomicMax(stream->direct_priority, priority);
@@ -172,11 +157,10 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
     // up to a second), or when another process holds work back, perhaps for this level. Else
     // the dispatcher's next poll (options.peer_idle_poll_ns) adopts it: a wake-up per chain of
     // a server's kernels, and the completion polls after it, compete with the server's own
-    // launches for the driver. Lists, then reads long_park_; ParkIdle sets long_park_, then
+    // launches for the driver. Lists, then reads the long park's flag; ParkIdle sets it, then
     // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
-    if (listed && coordinator_->PeersPresent() && parked_.load(std::memory_order_seq_cst) &&
-        (long_park_.load(std::memory_order_seq_cst) ||
-         futex_parked_.load(std::memory_order_seq_cst) || AnyPeerHeld())) {
+    if (listed && coordinator_->PeersPresent() && parking_.Parked() &&
+        (parking_.InLongPark() || parking_.OnPeerWord() || AnyPeerHeld())) {
       Wake();
     }
   }
@@ -218,30 +202,11 @@ CUresult Dispatcher::SetContext(CUcontext context) {
 }
 
 void Dispatcher::WaitIssued(StreamState* stream, uint64_t count, bool unless_stopping) {
-  auto done = [&] {
+  // Stop() wakes the waits that end when the dispatcher stops.
+  parking_.WaitUntil([&] {
     return stream->issued.load(std::memory_order_seq_cst) >= count ||
            (unless_stopping && stop_.load(std::memory_order_seq_cst));
-  };
-  for (int i = 0; i < 2000; ++i) {
-    if (done()) return;
-    CpuRelax();
-  }
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  {
-    absl::MutexLock lock(&mu_);
-    // No lost wake-up: the dispatcher bumps `issued` before it reads waiters_ (both seq_cst), and
-    // signals under mu_, which this thread holds from its last check of done() until it waits.
-    // Stop() signals too, for waits that end when the dispatcher stops.
-    while (!done()) issued_cv_.Wait(&mu_);
-  }
-  waiters_.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-void Dispatcher::NotifyWaiters() {
-  if (waiters_.load(std::memory_order_seq_cst) > 0) {
-    absl::MutexLock lock(&mu_);
-    issued_cv_.SignalAll();
-  }
+  });
 }
 
 void Dispatcher::Run() {
@@ -387,7 +352,7 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
 
 bool Dispatcher::ParkHeld(int64_t timeout_ns) {
   const int64_t deadline = SteadyNowNs() + timeout_ns;
-  park_floor_.store(held_priority_, std::memory_order_seq_cst);
+  parking_.SetFloor(held_priority_);
   bool urgent = false;
   for (;;) {
     // A released stream waits for the next round: it may stay listed while its ops are held.
@@ -402,26 +367,23 @@ bool Dispatcher::ParkHeld(int64_t timeout_ns) {
     urgent = DrainInbox() > held_priority_;
     if (urgent) break;
   }
-  park_floor_.store(kNoPriority, std::memory_order_seq_cst);
+  parking_.ClearFloor();
   return urgent;
 }
 
 bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
   const int64_t deadline = SteadyNowNs() + timeout_ns;
-  park_floor_.store(held_priority_, std::memory_order_seq_cst);
-  parked_.store(true, std::memory_order_seq_cst);
-  futex_parked_.store(true, std::memory_order_seq_cst);
-  CountActivity(sleeps_);
+  parking_.EnterPeerWordPark(held_priority_);
   bool urgent = false;
   for (;;) {
-    // Submit pushes, then reads parked_ and the floor (seq_cst): work above the held op pushed
-    // before the flags were set is drained here, work pushed after wakes the thread (Wake).
+    // Submit pushes, then reads the parked flag and the floor (seq_cst): work above the held op
+    // pushed before the flags were set is drained here, work pushed after wakes the thread.
     if (!inbox_.Empty() && DrainInbox() > held_priority_) {
       urgent = true;
       break;
     }
     if (stop_.load(std::memory_order_seq_cst) ||
-        wake_requested_.load(std::memory_order_seq_cst) ||
+        parking_.WakeRequested() ||
         direct_head_.load(std::memory_order_seq_cst) != nullptr) {
       break;
     }
@@ -432,10 +394,7 @@ bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
     coordinator_->WaitForPeerDrop(peer_drops_seen_, left);
     if (coordinator_->PeerDrops() != peer_drops_seen_) break;
   }
-  futex_parked_.store(false, std::memory_order_seq_cst);
-  parked_.store(false, std::memory_order_seq_cst);
-  park_floor_.store(kNoPriority, std::memory_order_seq_cst);
-  const bool woken = wake_requested_.exchange(false, std::memory_order_seq_cst);
+  const bool woken = parking_.LeavePeerWordPark();
   return woken || urgent;
 }
 
@@ -477,9 +436,7 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
   // while work of this process is still in flight). Work a client issues directly meanwhile
   // ends this park (NoteDirect; the shorter ones above adopt it when they end).
-  long_park_.store(true, std::memory_order_seq_cst);
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
-  long_park_.store(false, std::memory_order_seq_cst);
 }
 
 bool Dispatcher::PollWindowOpen(int64_t now_ns) {
@@ -581,28 +538,16 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
 
 bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
                       bool wake_for_direct_work) {
-  parked_.store(true, std::memory_order_seq_cst);
-  {
-    absl::MutexLock lock(&mu_);
-    // Submit signals under mu_ after it saw parked_, and this thread checks the inbox under mu_
-    // after it set parked_ (all seq_cst), so a wake-up cannot be lost. New work (perhaps more
-    // important) or a stop request ends the wait at once, and so may a released stream.
-    const absl::Time deadline = absl::Now() + timeout;
-    bool slept = false;
-    while (inbox_.Empty() && !stop_.load(std::memory_order_seq_cst) &&
-           !wake_requested_.load(std::memory_order_seq_cst) &&
-           !(wake_for_released_streams && has_released_.load(std::memory_order_acquire)) &&
-           !(wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr)) {
-      if (!slept) {
-        CountActivity(sleeps_);
-        slept = true;
-      }
-      if (wake_cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
-    }
-  }
-  const bool woken = wake_requested_.exchange(false, std::memory_order_seq_cst);
-  parked_.store(false, std::memory_order_seq_cst);
-  return woken;
+  // New work (perhaps more important) or a stop request ends the wait at once, and so may a
+  // released stream. Waking for direct work is the long park (NoteDirect reads its flag).
+  return parking_.Park(
+      timeout,
+      [&] {
+        return !inbox_.Empty() || stop_.load(std::memory_order_seq_cst) ||
+               (wake_for_released_streams && has_released_.load(std::memory_order_acquire)) ||
+               (wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr);
+      },
+      /*long_park=*/wake_for_direct_work);
 }
 
 void Dispatcher::AbandonPending() {
@@ -616,7 +561,7 @@ void Dispatcher::AbandonPending() {
     q->pending.clear();
   }
   active_.clear();
-  NotifyWaiters();
+  parking_.NotifyIssued();
   Logf(LogLevel::kError,
        "exit: the GPU completed no work for %d ms (GPUPRIO_EXIT_TIMEOUT_MS); %d queued ops were "
        "not issued",
@@ -1079,7 +1024,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
   op->confined_stream = target != s->stream ? target : nullptr;
   if (op->home_only) {
     CountIssued(op);
-    NotifyWaiters();
+    parking_.NotifyIssued();
     return;
   }
   const int64_t now = SteadyNowNs();
@@ -1200,7 +1145,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     if (mark) AddCompletionMark(q);
   }
   CountIssued(op);
-  NotifyWaiters();
+  parking_.NotifyIssued();
 }
 
 void Dispatcher::CountIssued(Op* op) {
@@ -1278,8 +1223,7 @@ void Dispatcher::ReleaseStream(StreamState* stream) {
     released_.push_back(stream);
     has_released_.store(true, std::memory_order_release);
   }
-  absl::MutexLock lock(&mu_);
-  wake_cv_.Signal();
+  parking_.Signal();
 }
 
 StreamState* Dispatcher::TakeRecycledStream() {

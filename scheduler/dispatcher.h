@@ -29,6 +29,7 @@
 #include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
+#include "scheduler/dispatcher_parking.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
 #include "scheduler/issue_policy.h"
@@ -77,7 +78,7 @@ class Dispatcher {
   Activity activity() const {
     return {device_,
             thread_cpu_ns_.load(std::memory_order_relaxed),
-            sleeps_.load(std::memory_order_relaxed),
+            parking_.sleeps(),
             marks_.load(std::memory_order_relaxed),
             direct_marks_.load(std::memory_order_relaxed),
             mark_queries_.load(std::memory_order_relaxed)};
@@ -237,6 +238,7 @@ class Dispatcher {
   bool PollWindowOpen(int64_t now_ns);
   void SpendPollBudget(int64_t since_ns);
   static void WakeFromWatcher(void* dispatcher);
+  static void WakePeerWord(void* dispatcher);
   // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
   // client issued directly), or `timeout` passes, or a wake-up is asked for (Wake); true in the
   // last case.
@@ -332,7 +334,6 @@ class Dispatcher {
   }
   void Retire(StreamQueue* q, size_t count);
   CUevent TakeEvent(StreamQueue* q);
-  void NotifyWaiters();
   int Ceiling(int64_t now_ns) const;
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
   // The estimated time of the op each stream runs now (its oldest in flight, on its twin or
@@ -360,33 +361,20 @@ class Dispatcher {
   std::atomic<StreamState*> direct_head_{nullptr};
   // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
   std::atomic<int64_t> direct_in_progress_{0};
-  std::atomic<bool> parked_{false};
-  // While the dispatcher sleeps in ParkHeld: the held op's priority. A client's op at or below it
-  // does not wake the dispatcher (it could not be issued first); otherwise kNoPriority.
-  std::atomic<int> park_floor_{kNoPriority};
-  // While the dispatcher sleeps in ParkHeldOnPeers: Wake must wake it through the segment's word.
-  std::atomic<bool> futex_parked_{false};
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
-  std::atomic<uint64_t> sleeps_{0};
   std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> direct_marks_{0};
   std::atomic<uint64_t> mark_queries_{0};
   std::atomic<uint64_t> watches_{0};  // watches handed to the watcher
-  // Parked for long (nothing active anywhere to watch): direct work wakes it (NoteDirect).
-  std::atomic<bool> long_park_{false};
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
   std::atomic<int> legacy_away_{0};
   std::atomic<int> blocking_away_{0};
-  // Set by Wake (a client's direct work that other processes wait on): ends a park although
-  // the inbox is empty.
-  std::atomic<bool> wake_requested_{false};
-  std::atomic<int> waiters_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};
-  // The condition variables' mutex. It guards no member: what the waits look at is atomic (the
-  // handshake is in docs/architecture.md, "Threads and waiting").
-  absl::Mutex mu_;
+  // How the thread sleeps and who wakes it; how clients wait for issues. Before the watcher,
+  // whose wake-up uses it.
+  DispatcherParking parking_;
   // Held while the dispatcher records a completion event on a stream, and by ReleaseStream while
   // it marks the stream destroyed, so no event is ever recorded on a destroyed stream. The flag
   // lives in the StreamState; these two are its only accessors, and the analysis checks both
@@ -398,8 +386,6 @@ class Dispatcher {
   void SetDestroyed(StreamState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) {
     s->destroyed.store(true, std::memory_order_release);
   }
-  absl::CondVar wake_cv_;      // dispatcher parks here
-  absl::CondVar issued_cv_;    // clients in WaitIssued wait here
   std::thread thread_;
   // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
   // uses, so it is gone before they are.
