@@ -322,6 +322,26 @@ class Refusals(MergeTestCase):
         paths = [self.write(d, f"boot{k}.json") for k, d in enumerate(docs)]
         self.assert_refused(paths, self.path("out.json"), "clocks cannot be related")
 
+    def test_hosts_of_one_boot(self):
+        # Two containers of one machine: host names of their own, one boot, one clock.
+        docs = [hand_trace(100 + k, 10_000 + k, "p", 1) for k in range(2)]
+        for k, d in enumerate(docs):
+            d["otherData"]["gpuprio"]["boot_id"] = "b0"
+            d["otherData"]["gpuprio"]["host"] = f"pod-{k}"
+        paths = [self.write(d, f"pod{k}.json") for k, d in enumerate(docs)]
+        out = self.path("out.json")
+        merged = self.merge(paths, out)["otherData"]["gpuprio"]
+        self.assertEqual(merged["boot_id"], "b0")
+        self.assertEqual([i["host"] for i in merged["merged"]["inputs"]], ["pod-0", "pod-1"])
+
+    def test_hosts_differ_without_boot_ids(self):
+        docs = [hand_trace(100 + k, 10_000, "p", 1) for k in range(2)]
+        docs[0]["otherData"]["gpuprio"]["boot_id"] = "b0"
+        for k, d in enumerate(docs):
+            d["otherData"]["gpuprio"]["host"] = f"node-{k}"
+        paths = [self.write(d, f"node{k}.json") for k, d in enumerate(docs)]
+        self.assert_refused(paths, self.path("out.json"), "host 'node-0' and 'node-1'")
+
     def test_symlink(self):
         link = self.path("link.json")
         os.symlink(self.good(), link)

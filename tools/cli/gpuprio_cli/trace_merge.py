@@ -10,10 +10,12 @@ The rule, in short:
     which is one clock for the whole machine (CLOCK_MONOTONIC-based on Linux: the fake libcupti
     of the tests uses CLOCK_MONOTONIC itself). The merged file's base is the earliest input base;
     each file's times are shifted by (its base - that base). Files of different machines or
-    boots have unrelated clocks; the writer records neither host nor boot, so merge cannot tell:
-    it refuses files whose otherData.gpuprio carries different "boot_id" or "host" strings
-    (should a writer add them) and otherwise trusts the user. A file without an integer
-    baseTimeNanoseconds is refused.
+    boots have unrelated clocks. The writer records the kernel's boot id and the host name in
+    otherData.gpuprio: files whose boot ids differ are refused; files of one boot id merge
+    whatever their host names (containers of one machine have names of their own and one
+    clock); only when some file has no boot id (an older writer) do differing host names refuse
+    the merge, and otherwise the user is trusted. A file without an integer baseTimeNanoseconds
+    is refused.
   * Tracks: CPU tracks keep the process's pid (another free pid below 1000000 if an earlier input
     has it); GPU tracks of input n (1-based) move from 1000000 + d to 1000000 + 1000 * n + d and
     are named "GPU d (pid P, NAME)".
@@ -200,7 +202,10 @@ def plan(inputs):
         listed = ", ".join(f"{inp.path!r} is version {inp.info['version']}" for inp in inputs)
         raise UsageError(f"cannot merge traces of different format versions ({listed}): "
                              f"write them with one gpuprio version")
-    for key in CLOCK_KEYS:
+    # The boot id decides where every file has one; the host name only where some file has none.
+    keys = CLOCK_KEYS[:1] if all(inp.gpuprio.get("boot_id") is not None for inp in inputs) \
+        else CLOCK_KEYS
+    for key in keys:
         seen = {}
         for inp in inputs:
             value = inp.gpuprio.get(key)
@@ -389,6 +394,10 @@ def merged_other(inputs, base, stride, version):
     for key in SUMMED_KEYS:
         values = [inp.gpuprio.get(key) for inp in inputs]
         gpuprio[key] = sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+    boot_ids = {str(inp.gpuprio.get("boot_id")) for inp in inputs
+                if inp.gpuprio.get("boot_id") is not None}
+    if len(boot_ids) == 1:
+        gpuprio["boot_id"] = boot_ids.pop()
     gpuprio["merged"] = {
         "clock": "CUPTI",
         "id_stride": stride,
@@ -397,6 +406,7 @@ def merged_other(inputs, base, stride, version):
             "file": inp.path,
             "pid": inp.pid,
             "process_name": process_name(inp),
+            "host": inp.gpuprio.get("host"),
             "gpuprio_version": (inp.scan.other or {}).get("gpuprio_version"),
             "base_time_ns": inp.scan.base,
             "ts_shift_us": inp.shift_ns / 1000,
