@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "scheduler/coordinator/segment_name.h"
 
 namespace gpuprio::hook {
@@ -27,13 +28,27 @@ absl::string_view ModeName(Mode mode) {
   return "unknown";
 }
 
+// The readers take what the table says: the launcher and the user guide show the table's words.
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_MODE, kModeChoices));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_LOG, kLogLevelChoices));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_PRIORITY, kPriorityNames));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_DIRECT_ISSUE, kOnOffChoices));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_ISOLATION, kIsolationChoices));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_COORDINATE, kOnOffChoices));
+static_assert(env_var::GPUPRIO_PRIORITY.kind == EnvVarKind::kPriority);
+// A priority the table accepts fits the int the scheduler keeps it in.
+static_assert(env_var::GPUPRIO_PRIORITY.min >= INT_MIN && env_var::GPUPRIO_PRIORITY.max <= INT_MAX);
+
 std::optional<int> ParsePriority(absl::string_view text) {
   const absl::string_view value = absl::StripAsciiWhitespace(text);
-  if (absl::EqualsIgnoreCase(value, "low")) return -1;
-  if (absl::EqualsIgnoreCase(value, "normal")) return 0;
-  if (absl::EqualsIgnoreCase(value, "high")) return 1;
+  for (const auto& [name, priority] : kPriorityNames) {
+    if (absl::EqualsIgnoreCase(value, name)) return priority;
+  }
   int number = 0;
-  if (!absl::SimpleAtoi(value, &number) || number < -100 || number > 100) return std::nullopt;
+  if (!absl::SimpleAtoi(value, &number) || number < env_var::GPUPRIO_PRIORITY.min ||
+      number > env_var::GPUPRIO_PRIORITY.max) {
+    return std::nullopt;
+  }
   return number;
 }
 
@@ -72,20 +87,23 @@ std::optional<int64_t> ResolveGroup(absl::string_view text) {
 namespace {
 
 void ReadLogLevel(EnvReader& env, LogLevel* level) {
-  env.ReadChoice<LogLevel>("GPUPRIO_LOG",
-                           {{"error", LogLevel::kError},
-                            {"warning", LogLevel::kWarning},
-                            {"info", LogLevel::kInfo},
-                            {"debug", LogLevel::kDebug},
-                            {"warn", LogLevel::kWarning}},
-                           "using the default (warning)", level);
+  env.ReadChoice(env_var::GPUPRIO_LOG, kLogLevelChoices, UsingTheDefault(env_var::GPUPRIO_LOG),
+                 level);
+}
+
+// A variable counted in `unit` (1000 for microseconds, 1'000'000 for milliseconds) into `*ns`.
+void ReadDuration(EnvReader& env, const KnownEnvVar& var, absl::string_view what, uint64_t unit,
+                  uint64_t* ns) {
+  int64_t count = static_cast<int64_t>(*ns / unit);
+  env.ReadInteger(var, what, &count);
+  *ns = static_cast<uint64_t>(count) * unit;
 }
 
 }  // namespace
 
 LogLevel LogLevelFromEnvironment(GetenvFunction getenv) {
   EnvReader env(getenv);
-  LogLevel level = LogLevel::kWarning;
+  LogLevel level = kDefaultLogLevel;
   ReadLogLevel(env, &level);
   return level;
 }
@@ -94,10 +112,8 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   EnvReader env(getenv);
   Config config;
   // An unknown mode could have meant anything, so the process runs as if gpuprio only watched.
-  if (!env.ReadChoice<Mode>(
-          "GPUPRIO_MODE",
-          {{"schedule", Mode::kSchedule}, {"passthrough", Mode::kPassthrough}, {"off", Mode::kOff}},
-          "running unscheduled (passthrough)", &config.mode)) {
+  if (!env.ReadChoice(env_var::GPUPRIO_MODE, kModeChoices, "running unscheduled (passthrough)",
+                      &config.mode)) {
     config.mode = Mode::kPassthrough;
   }
   ReadLogLevel(env, &config.log_level);
@@ -105,54 +121,41 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
     if (const std::optional<int> priority = ParsePriority(*text)) {
       config.default_priority = *priority;
     } else {
-      env.Reject("GPUPRIO_PRIORITY", "low, normal, high, or an integer -100..100",
-                 "using the default (normal)");
+      std::string accepted;
+      for (const auto& choice : kPriorityNames) absl::StrAppend(&accepted, choice.first, ", ");
+      absl::StrAppend(&accepted, "or an integer ", env_var::GPUPRIO_PRIORITY.min, "..",
+                      env_var::GPUPRIO_PRIORITY.max);
+      env.Reject("GPUPRIO_PRIORITY", accepted, UsingTheDefault(env_var::GPUPRIO_PRIORITY));
     }
   }
-  int64_t budget_us = static_cast<int64_t>(config.budget_ns / 1000);
-  env.ReadInteger("GPUPRIO_BUDGET_US", "an integer number of microseconds",
-                  "using the default (2000)", &budget_us);
-  config.budget_ns = static_cast<uint64_t>(budget_us) * 1000;
-  int64_t peer_budget_us = static_cast<int64_t>(config.peer_budget_ns / 1000);
-  env.ReadInteger("GPUPRIO_PEER_BUDGET_US", "an integer number of microseconds",
-                  "using the default (500)", &peer_budget_us);
-  config.peer_budget_ns = static_cast<uint64_t>(peer_budget_us) * 1000;
-  env.ReadChoice<bool>("GPUPRIO_DIRECT_ISSUE", {{"1", true}, {"0", false}},
-                       "using the default (1)", &config.direct_issue);
-  env.ReadChoice<scheduler::Isolation>("GPUPRIO_ISOLATION",
-                                       {{"active", scheduler::Isolation::kActive},
-                                        {"always", scheduler::Isolation::kAlways},
-                                        {"off", scheduler::Isolation::kOff},
-                                        {"force", scheduler::Isolation::kForce}},
-                                       "using the default (active)", &config.isolation);
+  ReadDuration(env, env_var::GPUPRIO_BUDGET_US, "an integer number of microseconds", 1000,
+               &config.budget_ns);
+  ReadDuration(env, env_var::GPUPRIO_PEER_BUDGET_US, "an integer number of microseconds", 1000,
+               &config.peer_budget_ns);
+  env.ReadChoice(env_var::GPUPRIO_DIRECT_ISSUE, kOnOffChoices,
+                 UsingTheDefault(env_var::GPUPRIO_DIRECT_ISSUE), &config.direct_issue);
+  env.ReadChoice(env_var::GPUPRIO_ISOLATION, kIsolationChoices,
+                 UsingTheDefault(env_var::GPUPRIO_ISOLATION), &config.isolation);
   int64_t reserved_sms = config.reserved_sms;
-  env.ReadInteger("GPUPRIO_RESERVED_SMS", 0, 1024, "an integer number of SMs",
-                  "using the default (16)", &reserved_sms);
+  env.ReadInteger(env_var::GPUPRIO_RESERVED_SMS, "an integer number of SMs", &reserved_sms);
   config.reserved_sms = static_cast<int>(reserved_sms);
   if (config.reserved_sms == 0) config.isolation = scheduler::Isolation::kOff;
   int64_t max_queued = static_cast<int64_t>(config.max_queued);
-  env.ReadInteger("GPUPRIO_MAX_QUEUED", "an integer number of ops per stream",
-                  "using the default (1024)", &max_queued);
+  env.ReadInteger(env_var::GPUPRIO_MAX_QUEUED, "an integer number of ops per stream", &max_queued);
   config.max_queued = static_cast<uint64_t>(max_queued);
-  int64_t max_hold_ms = static_cast<int64_t>(config.max_hold_ns / 1'000'000);
-  env.ReadInteger("GPUPRIO_MAX_HOLD_MS", "an integer number of milliseconds",
-                  "using the default (100)", &max_hold_ms);
-  config.max_hold_ns = static_cast<uint64_t>(max_hold_ms) * 1'000'000;
-  int64_t host_yield_us = static_cast<int64_t>(config.host_yield_ns / 1000);
-  env.ReadInteger("GPUPRIO_HOST_YIELD_US", "an integer number of microseconds",
-                  "using the default (2000)", &host_yield_us);
-  config.host_yield_ns = static_cast<uint64_t>(host_yield_us) * 1000;
-  int64_t exit_timeout_ms = static_cast<int64_t>(config.exit_timeout_ns / 1'000'000);
-  env.ReadInteger("GPUPRIO_EXIT_TIMEOUT_MS", "an integer number of milliseconds",
-                  "using the default (30000)", &exit_timeout_ms);
-  config.exit_timeout_ns = static_cast<uint64_t>(exit_timeout_ms) * 1'000'000;
-  env.ReadChoice<bool>("GPUPRIO_COORDINATE", {{"1", true}, {"0", false}},
-                       "using the default (1)", &config.coordinate);
+  ReadDuration(env, env_var::GPUPRIO_MAX_HOLD_MS, "an integer number of milliseconds", 1'000'000,
+               &config.max_hold_ns);
+  ReadDuration(env, env_var::GPUPRIO_HOST_YIELD_US, "an integer number of microseconds", 1000,
+               &config.host_yield_ns);
+  ReadDuration(env, env_var::GPUPRIO_EXIT_TIMEOUT_MS, "an integer number of milliseconds",
+               1'000'000, &config.exit_timeout_ns);
+  env.ReadChoice(env_var::GPUPRIO_COORDINATE, kOnOffChoices,
+                 UsingTheDefault(env_var::GPUPRIO_COORDINATE), &config.coordinate);
   if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_DOMAIN")) {
     if (coordinator::ValidDomain(*text)) {
       config.domain = std::string(*text);
     } else {
-      env.Reject("GPUPRIO_DOMAIN", "1 to 64 characters of A-Z a-z 0-9 _ . -",
+      env.Reject("GPUPRIO_DOMAIN", env_var::GPUPRIO_DOMAIN.accepted,
                  "no coordination with other processes");
       config.coordinate = false;
     }
@@ -162,7 +165,7 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
     if (!text->empty() && text->front() == '/' && text->size() < 4096) {
       config.shm_dir = std::string(*text);
     } else {
-      env.Reject("GPUPRIO_SHM_DIR", "an absolute directory path",
+      env.Reject("GPUPRIO_SHM_DIR", env_var::GPUPRIO_SHM_DIR.accepted,
                  "no coordination with other processes");
       config.coordinate = false;
     }
@@ -171,12 +174,33 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
     if (const std::optional<int64_t> gid = ResolveGroup(*text)) {
       config.share_gid = *gid;
     } else {
-      env.Reject("GPUPRIO_SHARE_GROUP", "the name or number of a group this user is a member of",
+      env.Reject("GPUPRIO_SHARE_GROUP", env_var::GPUPRIO_SHARE_GROUP.accepted,
                  "no coordination with other processes");
       config.coordinate = false;
     }
   }
   return {config, env.TakeProblems()};
+}
+
+scheduler::SchedulerOptions SchedulerOptionsFor(const Config& config) {
+  scheduler::SchedulerOptions options;
+  options.default_priority = config.default_priority;
+  options.budget_ns = config.budget_ns;
+  options.peer_budget_ns = config.peer_budget_ns;
+  options.direct_issue = config.direct_issue;
+  options.isolation = config.isolation;
+  options.reserved_sms = config.reserved_sms;
+  options.max_queued_per_stream = config.max_queued;
+  options.max_hold_ns = config.max_hold_ns;
+  options.host_yield_ns = config.host_yield_ns;
+  options.stop_stall_timeout_ns = config.exit_timeout_ns;
+  options.coordinate = config.coordinate;
+  options.segment.shm_dir = config.shm_dir;
+  options.segment.domain = config.domain;
+  options.segment.share_gid = config.share_gid;
+  // A kernel never measured counts as a whole budget: one at a time until it has a history.
+  options.default_estimate_ns = config.budget_ns;
+  return options;
 }
 
 const Config& GetConfig() {

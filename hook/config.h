@@ -25,46 +25,88 @@ enum class Mode {
 
 absl::string_view ModeName(Mode mode);
 
+// The words of each choice variable and what they mean here. config.cc checks, when compiled,
+// that they are exactly env_vars.def's ACCEPTED words (what the launcher and the user guide show).
+inline constexpr EnvChoice<Mode> kModeChoices[] = {
+    {"schedule", Mode::kSchedule}, {"passthrough", Mode::kPassthrough}, {"off", Mode::kOff}};
+inline constexpr EnvChoice<LogLevel> kLogLevelChoices[] = {{"error", LogLevel::kError},
+                                                           {"warning", LogLevel::kWarning},
+                                                           {"info", LogLevel::kInfo},
+                                                           {"debug", LogLevel::kDebug},
+                                                           {"warn", LogLevel::kWarning}};
+inline constexpr EnvChoice<int> kPriorityNames[] = {{"low", -1}, {"normal", 0}, {"high", 1}};
+inline constexpr EnvChoice<bool> kOnOffChoices[] = {{"1", true}, {"0", false}};
+inline constexpr EnvChoice<scheduler::Isolation> kIsolationChoices[] = {
+    {"active", scheduler::Isolation::kActive},
+    {"always", scheduler::Isolation::kAlways},
+    {"off", scheduler::Isolation::kOff},
+    {"force", scheduler::Isolation::kForce}};
+
+// The defaults, each from its variable's DEFAULT in scheduler/base/env_vars.def, the one place a
+// default is written (constants, so that a default the reader cannot take fails the build).
+inline constexpr Mode kDefaultMode = ChoiceDefault(env_var::GPUPRIO_MODE, kModeChoices);
+inline constexpr LogLevel kDefaultLogLevel = ChoiceDefault(env_var::GPUPRIO_LOG, kLogLevelChoices);
+inline constexpr int kDefaultPriority = ChoiceDefault(env_var::GPUPRIO_PRIORITY, kPriorityNames);
+inline constexpr int64_t kDefaultBudgetUs = IntegerDefault(env_var::GPUPRIO_BUDGET_US);
+inline constexpr int64_t kDefaultPeerBudgetUs = IntegerDefault(env_var::GPUPRIO_PEER_BUDGET_US);
+inline constexpr bool kDefaultDirectIssue =
+    ChoiceDefault(env_var::GPUPRIO_DIRECT_ISSUE, kOnOffChoices);
+inline constexpr scheduler::Isolation kDefaultIsolation =
+    ChoiceDefault(env_var::GPUPRIO_ISOLATION, kIsolationChoices);
+inline constexpr int64_t kDefaultReservedSms = IntegerDefault(env_var::GPUPRIO_RESERVED_SMS);
+inline constexpr int64_t kDefaultMaxQueued = IntegerDefault(env_var::GPUPRIO_MAX_QUEUED);
+inline constexpr int64_t kDefaultMaxHoldMs = IntegerDefault(env_var::GPUPRIO_MAX_HOLD_MS);
+inline constexpr int64_t kDefaultHostYieldUs = IntegerDefault(env_var::GPUPRIO_HOST_YIELD_US);
+inline constexpr int64_t kDefaultExitTimeoutMs = IntegerDefault(env_var::GPUPRIO_EXIT_TIMEOUT_MS);
+inline constexpr bool kDefaultCoordinate =
+    ChoiceDefault(env_var::GPUPRIO_COORDINATE, kOnOffChoices);
+
+// Each setting's range, accepted words and meaning: its entry in scheduler/base/env_vars.def.
 struct Config {
-  Mode mode = Mode::kSchedule;
-  LogLevel log_level = LogLevel::kWarning;
-  int default_priority = 0;          // GPUPRIO_PRIORITY: low | normal | high | -100..100
-  uint64_t budget_ns = 2'000'000;    // GPUPRIO_BUDGET_US: 1..10000000
-  uint64_t peer_budget_ns = 500'000;  // GPUPRIO_PEER_BUDGET_US: 1..10000000 (below another process)
-  bool direct_issue = true;          // GPUPRIO_DIRECT_ISSUE: 1 | 0 (the scheduler's fast path)
-  // GPUPRIO_ISOLATION: active | always | off | force (spatial isolation, docs/isolation.md).
-  scheduler::Isolation isolation = scheduler::Isolation::kActive;
-  int reserved_sms = 16;             // GPUPRIO_RESERVED_SMS: 0..1024; 0 turns isolation off
-  uint64_t max_queued = 1024;        // GPUPRIO_MAX_QUEUED: unissued ops per stream, 2..1000000
-  uint64_t max_hold_ns = 100'000'000;  // GPUPRIO_MAX_HOLD_MS: 0..3600000, 0 no bound
-  uint64_t host_yield_ns = 2'000'000;  // GPUPRIO_HOST_YIELD_US: 0..1000000 us, 0 off
-  // GPUPRIO_EXIT_TIMEOUT_MS (1..86400000): at exit, how long the GPU may complete nothing before
-  // queued work is abandoned.
-  uint64_t exit_timeout_ns = 30'000'000'000;
-  // Across processes (docs/coordinator.md). GPUPRIO_COORDINATE: 1 | 0. GPUPRIO_DOMAIN: the group
-  // of processes that coordinate, [A-Za-z0-9_.-]{1,64}. GPUPRIO_SHARE_GROUP: a group name or gid
-  // whose members' processes coordinate (segment mode 0660), instead of this user's only (0600);
-  // this user must be a member. GPUPRIO_SHM_DIR: the directory (absolute) the segments' own
-  // directories are made in. A bad domain, group or directory turns coordination off: joining a
-  // group other than the one meant would hold back (or be held back by) strangers.
-  bool coordinate = true;
-  std::string shm_dir = "/dev/shm";
-  std::string domain = "default";
-  int64_t share_gid = -1;
+  Mode mode = kDefaultMode;                    // GPUPRIO_MODE
+  LogLevel log_level = kDefaultLogLevel;       // GPUPRIO_LOG
+  int default_priority = kDefaultPriority;     // GPUPRIO_PRIORITY
+  uint64_t budget_ns = kDefaultBudgetUs * 1000;            // GPUPRIO_BUDGET_US
+  uint64_t peer_budget_ns = kDefaultPeerBudgetUs * 1000;   // GPUPRIO_PEER_BUDGET_US
+  bool direct_issue = kDefaultDirectIssue;     // GPUPRIO_DIRECT_ISSUE (the scheduler's fast path)
+  // GPUPRIO_ISOLATION (spatial isolation, docs/isolation.md).
+  scheduler::Isolation isolation = kDefaultIsolation;
+  int reserved_sms = kDefaultReservedSms;      // GPUPRIO_RESERVED_SMS; 0 turns isolation off
+  uint64_t max_queued = kDefaultMaxQueued;     // GPUPRIO_MAX_QUEUED: unissued ops per stream
+  uint64_t max_hold_ns = kDefaultMaxHoldMs * 1'000'000;      // GPUPRIO_MAX_HOLD_MS; 0: no bound
+  uint64_t host_yield_ns = kDefaultHostYieldUs * 1000;       // GPUPRIO_HOST_YIELD_US; 0: off
+  // GPUPRIO_EXIT_TIMEOUT_MS: at exit, how long the GPU may complete nothing before queued work is
+  // abandoned.
+  uint64_t exit_timeout_ns = kDefaultExitTimeoutMs * 1'000'000;
+  // Across processes (docs/coordinator.md). GPUPRIO_COORDINATE. GPUPRIO_DOMAIN: the group of
+  // processes that coordinate. GPUPRIO_SHARE_GROUP: a group whose members' processes coordinate
+  // (segment mode 0660), instead of this user's only (0600); this user must be a member.
+  // GPUPRIO_SHM_DIR: the directory (absolute) the segments' own directories are made in. A bad
+  // domain, group or directory turns coordination off: joining a group other than the one meant
+  // would hold back (or be held back by) strangers.
+  bool coordinate = kDefaultCoordinate;
+  std::string shm_dir = std::string(env_var::GPUPRIO_SHM_DIR.default_value);
+  std::string domain = std::string(env_var::GPUPRIO_DOMAIN.default_value);
+  int64_t share_gid = -1;  // GPUPRIO_SHARE_GROUP unset (the table's default): none
 };
 
-// "low" / "normal" / "high" or an integer in [-100, 100]; nullopt otherwise.
+// The scheduler's settings from the configuration: every user setting, in the scheduler's units.
+// The one place they are copied (hook/scheduler_bridge.cc builds the scheduler with it), so that
+// a setting cannot be read and then dropped; what no variable sets keeps options.h's value.
+scheduler::SchedulerOptions SchedulerOptionsFor(const Config& config);
+
+// One of kPriorityNames or an integer in GPUPRIO_PRIORITY's range; nullopt otherwise.
 std::optional<int> ParsePriority(absl::string_view text);
 
 // A group name or number (GPUPRIO_SHARE_GROUP) as a gid; nullopt if there is no such group name.
 std::optional<int64_t> ResolveGroup(absl::string_view text);
 
-// Reads GPUPRIO_MODE (schedule | passthrough | off), GPUPRIO_LOG (error | warning | info |
-// debug), GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
-// GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED, GPUPRIO_MAX_HOLD_MS,
-// GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
-// GPUPRIO_DOMAIN and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule. A bad
-// GPUPRIO_MODE gives passthrough; any other bad value gives that variable's default.
+// Reads GPUPRIO_MODE, GPUPRIO_LOG, GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
+// GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED,
+// GPUPRIO_MAX_HOLD_MS, GPUPRIO_HOST_YIELD_US, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
+// GPUPRIO_DOMAIN, GPUPRIO_SHM_DIR and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule,
+// each as its env_vars.def entry says. A bad GPUPRIO_MODE gives passthrough; a bad domain, group
+// or directory turns coordination off; any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
 // GPUPRIO_LOG as ParseConfig reads it, a bad value taken as the default and not reported: for a

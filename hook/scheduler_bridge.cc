@@ -64,25 +64,9 @@ void CreateScheduler() {
         "the driver lacks entry points the scheduler needs; running unscheduled (passthrough)");
     return;
   }
-  scheduler::SchedulerOptions options;
-  options.default_priority = config.default_priority;
-  options.budget_ns = config.budget_ns;
-  options.peer_budget_ns = config.peer_budget_ns;
-  options.direct_issue = config.direct_issue;
+  scheduler::SchedulerOptions options = SchedulerOptionsFor(config);
   // The exit summary that reports the time is printed at info.
   options.time_calls = LogEnabled(LogLevel::kInfo);
-  options.isolation = config.isolation;
-  options.reserved_sms = config.reserved_sms;
-  options.max_queued_per_stream = config.max_queued;
-  options.max_hold_ns = config.max_hold_ns;
-  options.host_yield_ns = config.host_yield_ns;
-  options.stop_stall_timeout_ns = config.exit_timeout_ns;
-  options.coordinate = config.coordinate;
-  options.segment.shm_dir = config.shm_dir;
-  options.segment.domain = config.domain;
-  options.segment.share_gid = config.share_gid;
-  // A kernel never measured counts as a whole budget: one at a time until it has a history.
-  options.default_estimate_ns = config.budget_ns;
   // The tracer (GPUPRIO_TRACE), or the Kineto id carrier when libcupti is loaded, or none. Never
   // destroyed, like the scheduler: work may be submitted until the last moment of the process.
   // A forked child records no trace: the parent's tracer and its events stay the parent's.

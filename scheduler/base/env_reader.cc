@@ -7,6 +7,17 @@
 
 namespace gpuprio {
 
+namespace env_reader_internal {
+void TableDefaultIsNotAChoice(absl::string_view name) {
+  // Reached only from ChoiceDefault called outside a constant expression on a bad entry.
+  Log(LogLevel::kError, absl::StrFormat("%s: the table's default is not one of its words", name));
+}
+}  // namespace env_reader_internal
+
+std::string UsingTheDefault(const KnownEnvVar& var) {
+  return absl::StrFormat("using the default (%s)", var.default_value);
+}
+
 std::optional<absl::string_view> EnvReader::Get(const char* name) const {
   const char* raw = getenv_(name);
   if (raw == nullptr) return std::nullopt;
@@ -35,6 +46,14 @@ bool EnvReader::ReadInteger(const char* name, absl::string_view what, absl::stri
     return ReadInteger(name, 1, 0, what, fallback, value);
   }
   return ReadInteger(name, var->min, var->max, what, fallback, value);
+}
+
+bool EnvReader::ReadInteger(const KnownEnvVar& var, absl::string_view what, int64_t* value) {
+  const std::string name(var.name);
+  if (var.kind != EnvVarKind::kInteger) {
+    return ReadInteger(name.c_str(), 1, 0, what, UsingTheDefault(var), value);
+  }
+  return ReadInteger(name.c_str(), var.min, var.max, what, UsingTheDefault(var), value);
 }
 
 void EnvReader::Reject(const char* name, absl::string_view accepted, absl::string_view fallback) {

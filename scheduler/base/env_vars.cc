@@ -18,13 +18,20 @@ namespace gpuprio {
 namespace {
 
 constexpr KnownEnvVar kKnownEnvVars[] = {
-#define GPUPRIO_ENV_VAR(name, read_by, loads_code, kind, min, max, default_value, accepted, \
-                        meaning)                                                          \
-  {#name, EnvVarReader::read_by, loads_code, EnvVarKind::kind, min, max, default_value, accepted, \
-   meaning},
+#define GPUPRIO_ENV_VAR(name, ...) env_var::name,
 #include "scheduler/base/env_vars.def"
 #undef GPUPRIO_ENV_VAR
 };
+
+// A table entry whose default its own checks refuse fails the build here, not at a user's run.
+constexpr bool AllDefaultsValid() {
+  for (const KnownEnvVar& var : kKnownEnvVars) {
+    if (!DefaultIsValid(var)) return false;
+  }
+  return true;
+}
+static_assert(AllDefaultsValid(),
+              "an env_vars.def DEFAULT is not a value its entry accepts (see DefaultIsValid)");
 
 constexpr absl::string_view kPrefix = "GPUPRIO_";
 
@@ -47,6 +54,14 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 }
 
 }  // namespace
+
+namespace env_vars_internal {
+int64_t TableDefaultIsNotAnInteger(absl::string_view name) {
+  // Reached only from IntegerDefault called outside a constant expression on a bad entry.
+  Log(LogLevel::kError, absl::StrFormat("%s: the table's default is not an integer", name));
+  return 0;
+}
+}  // namespace env_vars_internal
 
 absl::Span<const KnownEnvVar> KnownEnvVars() { return kKnownEnvVars; }
 
