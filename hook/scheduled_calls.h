@@ -130,8 +130,21 @@ CUresult RunInline(scheduler::Scheduler* s, scheduler::StreamState* stream, int 
   return CallOnCaller<kId>(s, stream, priority, [&] { return real(args...); });
 }
 
-// An op for a call whose arguments are all self-contained values, ready to submit. `priority` is
-// the one ScheduleStreamCall resolved for the call.
+// Completes an op of call `kId` (taken from this thread's OpPool, its arguments and cost already
+// in place) with what every queued call's op carries: how to issue it, its name, stream and
+// priority (the one ScheduleStreamCall resolved), and, last, the time it was ready to submit.
+template <ApiId kId>
+scheduler::Op* ReadyOp(scheduler::Op* op, scheduler::Op::IssueFn issue,
+                       scheduler::StreamState* stream, int priority) {
+  op->issue = issue;
+  op->name = Info(kId).symbol;
+  op->stream = stream;
+  op->priority = priority;
+  op->submit_ns = base::SteadyNowNs();
+  return op;
+}
+
+// An op for a call whose arguments are all self-contained values, ready to submit.
 template <ApiId kId, typename Real, typename... Args>
 scheduler::Op* ByValueOp(scheduler::StreamState* stream, int priority, uint64_t cost_hint_ns,
                          Args... args) {
@@ -139,13 +152,8 @@ scheduler::Op* ByValueOp(scheduler::StreamState* stream, int priority, uint64_t 
   static_assert(sizeof(Tuple) <= scheduler::Op::kArgBytes, "op argument storage too small");
   scheduler::Op* op = scheduler::OpPool::ForThisThread().Take();
   new (op->args) Tuple(args...);
-  op->issue = &IssueTupleOp<kId, Real, Tuple>;
-  op->name = Info(kId).symbol;
-  op->stream = stream;
-  op->priority = priority;
   op->cost_hint_ns = cost_hint_ns;
-  op->submit_ns = base::SteadyNowNs();
-  return op;
+  return ReadyOp<kId>(op, &IssueTupleOp<kId, Real, Tuple>, stream, priority);
 }
 
 // What `make_op` of ScheduleStreamCall returns: the op to queue; or no op, when the call must

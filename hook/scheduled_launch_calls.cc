@@ -179,13 +179,8 @@ Op* LaunchOp(Op::IssueFn issue, CUfunction f, const unsigned int grid[3],
     std::memcpy(op->data.data() + rec->attrs_at, config->attrs,
                 config->numAttrs * sizeof(CUlaunchAttribute));
   }
-  op->issue = issue;
-  op->name = Info(kId).symbol;
-  op->stream = st;
-  op->priority = priority;
   op->cost_key = f;
-  op->submit_ns = base::SteadyNowNs();
-  return op;
+  return ReadyOp<kId>(op, issue, st, priority);
 }
 
 // The shared body of every launch form. `issue` rebuilds the call on the dispatcher; `inline_call`
