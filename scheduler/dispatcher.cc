@@ -216,72 +216,25 @@ void Dispatcher::Run() {
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
   if (observer_ != nullptr) observer_->OnDispatcherStart(device_);
   current_context_ = nullptr;  // a new thread has no current context (Stop/Start: capture)
-  int64_t idle_since = -1;
-  int held_rounds = 0;
-  int64_t held_backoff_ns = 0;
+  Backoff backoff;
   last_progress_ns_ = SteadyNowNs();
   for (;;) {
-    peers_held_this_round_ = -1;
-    if (coordinator_ != nullptr) peer_drops_seen_ = coordinator_->PeerDrops();
-    const bool drained = DrainInbox() != kNoPriority;
-    // Before anything is admitted: work clients issued themselves counts as in flight.
-    if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
-      AdoptDirectWork(PeersHeldThisRound());
-    }
-    if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
+    const bool drained = TakeNewWork();
     const bool completed = !tracking_.empty() && PollCompletions() > 0;
     if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/false);
     bool issued = false;
     while (IssueNext()) issued = true;
     if (issued || completed) last_progress_ns_ = SteadyNowNs();
     if (drained || issued || completed) {
-      idle_since = -1;
-      held_rounds = 0;
-      held_backoff_ns = 0;
+      backoff = Backoff();
       if (drained || issued) continue;
     }
     if (!active_.empty()) {
-      // Held back by the policy. At exit, a GPU that completes nothing must not keep the
-      // process alive forever.
-      if (stop_.load(std::memory_order_seq_cst) &&
-          stop_bounded_.load(std::memory_order_seq_cst) &&
-          SteadyNowNs() - last_progress_ns_ >
-              static_cast<int64_t>(options_.stop_stall_timeout_ns)) {
-        AbandonPending();
-        continue;
-      }
-      MarkAllUncovered(/*held=*/true, PeersHeldThisRound());
-      if (coordinator_ != nullptr) {
-        PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
-      }
-      if (WaitWhileHeld(&held_rounds, &held_backoff_ns)) {
-        // More important work arrived (queued by the wait itself): its own wait, if it is held
-        // too, starts from the spin.
-        held_rounds = 0;
-        held_backoff_ns = 0;
-      }
+      WaitHeldRound(&backoff);
       continue;
     }
     if (stop_.load(std::memory_order_seq_cst) && inbox_.Empty()) break;
-    if (idle_since < 0) {
-      // Spin a little for new work before parking, watching the inbox alone: a full round per
-      // spin would query completion events in a tight loop, driver calls that compete with the
-      // client threads' own launches (a server's chain of kernels, issued on the fast path).
-      idle_since = SteadyNowNs();
-      SpinForWork(options_.spin_before_park_ns);
-      continue;  // one more round (new work, direct work, completions) before parking
-    }
-    // Park. Work in flight gets completion marks first so its end is observed on wake-up. No
-    // driver call while parked: completions are polled when work arrives (before anything is
-    // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
-    // driver.
-    MarkAllUncovered(/*held=*/false, /*peers_held=*/false);
-    if (coordinator_ != nullptr) {
-      ParkIdle(&held_rounds, &held_backoff_ns);
-      continue;  // idle_since stays: the spin is not repeated after every poll
-    }
-    Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
-    idle_since = -1;
+    WaitIdleRound(&backoff);
   }
   // Queues, in-flight marks and pooled events are kept for the next Start (after a capture). No
   // driver call at exit: the application may already have torn the context down. Before a
@@ -294,6 +247,59 @@ void Dispatcher::Run() {
         static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::DurationFromTimespec(cpu))),
         std::memory_order_relaxed);
   }
+}
+
+bool Dispatcher::TakeNewWork() {
+  peers_held_this_round_ = -1;
+  if (coordinator_ != nullptr) peer_drops_seen_ = coordinator_->PeerDrops();
+  const bool drained = DrainInbox() != kNoPriority;
+  // Before anything is admitted: work clients issued themselves counts as in flight.
+  if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
+    AdoptDirectWork(PeersHeldThisRound());
+  }
+  if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
+  return drained;
+}
+
+void Dispatcher::WaitHeldRound(Backoff* backoff) {
+  // At exit, a GPU that completes nothing must not keep the process alive forever.
+  if (stop_.load(std::memory_order_seq_cst) && stop_bounded_.load(std::memory_order_seq_cst) &&
+      SteadyNowNs() - last_progress_ns_ > static_cast<int64_t>(options_.stop_stall_timeout_ns)) {
+    AbandonPending();
+    return;
+  }
+  MarkAllUncovered(/*held=*/true, PeersHeldThisRound());
+  if (coordinator_ != nullptr) {
+    PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
+  }
+  if (WaitWhileHeld(&backoff->rounds, &backoff->sleep_ns)) {
+    // More important work arrived (queued by the wait itself): its own wait, if it is held too,
+    // starts from the spin.
+    backoff->rounds = 0;
+    backoff->sleep_ns = 0;
+  }
+}
+
+void Dispatcher::WaitIdleRound(Backoff* backoff) {
+  if (backoff->idle_since_ns < 0) {
+    // Spin a little for new work before parking, watching the inbox alone: a full round per
+    // spin would query completion events in a tight loop, driver calls that compete with the
+    // client threads' own launches (a server's chain of kernels, issued on the fast path).
+    backoff->idle_since_ns = SteadyNowNs();
+    SpinForWork(options_.spin_before_park_ns);
+    return;  // one more round (new work, direct work, completions) before parking
+  }
+  // Park. Work in flight gets completion marks first so its end is observed on wake-up. No
+  // driver call while parked: completions are polled when work arrives (before anything is
+  // issued), so a parked dispatcher costs no CPU and never races a process's teardown of the
+  // driver.
+  MarkAllUncovered(/*held=*/false, /*peers_held=*/false);
+  if (coordinator_ != nullptr) {
+    ParkIdle(&backoff->rounds, &backoff->sleep_ns);
+    return;  // idle_since_ns stays: the spin is not repeated after every poll
+  }
+  Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
+  backoff->idle_since_ns = -1;
 }
 
 bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
@@ -704,37 +710,13 @@ bool Dispatcher::IssueNext() {
   int64_t twin_room_due_ns = 0;  // the earliest a skipped twin has room; 0: none skipped
   held_priority_ = kNoPriority;
   for (;;) {
-    StreamQueue* best = nullptr;
     int best_priority = kNoPriority;
-    for (StreamQueue* c : active_) {
-      if (absl::c_linear_search(skipped, c)) continue;
-      const int p = HeadPriority(*c);
-      if (best == nullptr || p > best_priority ||
-          (p == best_priority && c->pending.front()->seq < best->pending.front()->seq)) {
-        best = c;
-        best_priority = p;
-      }
-    }
+    StreamQueue* best = MostImportantHead(skipped, &best_priority);
     if (best == nullptr) break;  // every head waits for another device or for room
     // If it is held, ParkHeld's floor (the first head tried is the most important one).
     if (skipped.empty()) held_priority_ = best_priority;
-    StreamQueue* q = best;
     bool inherited = best_priority > best->pending.front()->priority;
-    int hops = 0;
-    for (; hops < kMaxChainHops; ++hops) {
-      StreamQueue* blocker = PickBlocker(q, q->pending.front());
-      if (blocker == nullptr) break;
-      q = blocker;
-      inherited = true;
-    }
-    if (hops == kMaxChainHops) {
-      // Cannot happen (every link goes to an older op); if it did, what is issued next may break
-      // an order the program relies on, and that must not pass unnoticed.
-      GPUPRIO_LOG_THROTTLED(LogLevel::kError,
-                            "device %d: the chain of work that must be issued first loops (%d "
-                            "hops); please report this",
-                            device_, kMaxChainHops);
-    }
+    StreamQueue* q = FirstToIssue(best, &inherited);
     const Op& end = *q->pending.front();
     if (WaitsForOtherDevice(end) && AskOtherDevice(end, best_priority)) {
       skipped.push_back(best);
@@ -755,6 +737,37 @@ bool Dispatcher::IssueNext() {
   }
   confined_wait_until_ns_ = twin_room_due_ns;
   return false;
+}
+
+Dispatcher::StreamQueue* Dispatcher::MostImportantHead(
+    absl::Span<const StreamQueue* const> skipped, int* priority) const {
+  StreamQueue* best = nullptr;
+  for (StreamQueue* c : active_) {
+    if (absl::c_linear_search(skipped, c)) continue;
+    const int p = HeadPriority(*c);
+    if (best == nullptr || p > *priority ||
+        (p == *priority && c->pending.front()->seq < best->pending.front()->seq)) {
+      best = c;
+      *priority = p;
+    }
+  }
+  return best;
+}
+
+Dispatcher::StreamQueue* Dispatcher::FirstToIssue(StreamQueue* q, bool* inherited) {
+  for (int hops = 0; hops < kMaxChainHops; ++hops) {
+    StreamQueue* blocker = PickBlocker(q, q->pending.front());
+    if (blocker == nullptr) return q;
+    q = blocker;
+    *inherited = true;
+  }
+  // Cannot happen (every link goes to an older op); if it did, what is issued next may break an
+  // order the program relies on, and that must not pass unnoticed.
+  GPUPRIO_LOG_THROTTLED(LogLevel::kError,
+                        "device %d: the chain of work that must be issued first loops (%d hops); "
+                        "please report this",
+                        device_, kMaxChainHops);
+  return q;
 }
 
 // The queries of the policy that cost more than a load, answered for `q`'s head.
@@ -1028,60 +1041,14 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     return;
   }
   const int64_t now = SteadyNowNs();
-  PriorityLevelStats& level = levels_->At(op->priority);
-  if (op->confined_stream != nullptr) level.ops_confined.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t delay = now > op->submit_ns ? static_cast<uint64_t>(now - op->submit_ns) : 0;
-  level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
-  AtomicMax(level.queue_delay_ns_max, delay);
-  level.queue_delay_histogram.Record(delay);
-  level.ops_issued.fetch_add(1, std::memory_order_relaxed);
-  if (op->held_since_ns != 0) {
-    const uint64_t held =
-        now > op->held_since_ns ? static_cast<uint64_t>(now - op->held_since_ns) : 0;
-    level.ops_held.fetch_add(1, std::memory_order_relaxed);
-    level.held_ns_sum.fetch_add(held, std::memory_order_relaxed);
-    AtomicMax(level.held_ns_max, held);
-  }
-  if (coordinator_ != nullptr) {
-    coordinator_->CountDispatched(op->priority, delay, op->confined_stream != nullptr);
-  }
-
-  // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
-  // (host time from issue to observed completion would include the dispatcher's idle time).
-  const uint64_t estimate_before = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-  CUevent start = nullptr;
-  if (in_context == CUDA_SUCCESS && op->cost_key != nullptr && !estimates_.Knows(op->cost_key)) {
-    AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
-    start = TakeEvent(q);
-    if (start != nullptr && driver_.event_record(start, target) != CUDA_SUCCESS) {
-      q->free_events.push_back(start);
-      start = nullptr;
-    }
-  }
+  CountIssueStatistics(*op, now);
+  // The estimate before this op could have taught it anything.
+  const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
+  CUevent start = in_context == CUDA_SUCCESS ? StartMeasurement(q, *op, target) : nullptr;
   if (observer_ != nullptr) observer_->OnIssueBegin(*op);
   CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
   if (result != CUDA_SUCCESS && op->confined_stream != nullptr) {
-    // Confinement must change nothing a program sees. A call the partition refuses (on an H100
-    // under MPS, cuBLAS kernels whose thread-block clusters do not fit the green context: CUDA
-    // error 912) did nothing, so it runs on the stream's own after the twin's work, as it would
-    // have natively; if it runs there, the partition was the cause, and its function is never
-    // confined again.
-    const CUresult refused = result;
-    if (start != nullptr) {
-      q->free_events.push_back(start);  // recorded on the twin: it would time the wrong span
-      start = nullptr;
-    }
-    target = Place(q, /*confine=*/false);
-    op->confined_stream = target != s->stream ? target : nullptr;
-    result = op->issue(*op);
-    if (result == CUDA_SUCCESS && op->cost_key != nullptr) {
-      unconfinable_.insert(op->cost_key);
-      GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
-                            "isolation: %s refused on device %d's SM partition (CUDA error %d); "
-                            "it and later launches of its function run on the whole GPU",
-                            op->name != nullptr ? op->name : "op", device_,
-                            static_cast<int>(refused));
-    }
+    result = IssueRefusedAtHome(q, op, result, &start);
   }
   if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
   if (s->legacy) {
@@ -1090,62 +1057,128 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
     ++q->ops_issued;
   }
   if (result != CUDA_SUCCESS) {
-    int expected = CUDA_SUCCESS;
-    s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
-    // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
-    // lines); the suppressed count is reported.
-    GPUPRIO_LOG_THROTTLED(LogLevel::kError,
-                          "%s on stream %p (device %d, context %p%s) failed with CUDA error %d; "
-                          "the stream's next synchronize or query returns it",
-                          op->name != nullptr ? op->name : "op", static_cast<void*>(s->stream),
-                          device_, static_cast<void*>(s->context),
-                          op->confined_stream != nullptr ? ", on its twin" : "",
-                          static_cast<int>(result));
+    ReportFailure(*op, result);
     if (start != nullptr) q->free_events.push_back(start);
   } else {
-    const uint64_t estimate = estimate_before;  // before this op could have taught it anything
-    // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
-    // is marked every few ops, and each op that is a large part of its budget alone, so each
-    // completion frees budget while the next op runs (one mark over the whole budget would let
-    // the GPU drain before more is admitted); otherwise a mark every 32 ops keeps the event cost
-    // off the launch rate.
-    ++q->ops_since_mark;
-    // Confined work is marked like budgeted work, against its queue bound: its completions free
-    // room on the twin.
-    const bool confined = op->confined_stream != nullptr;
-    if (confined) budget_ns = options_.confined_queue_ns;
-    const bool budgeted = budget_ns > 0;
-    const bool mark =
-        start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
-        (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
-                      estimate >= budget_ns / 8));
-    // Marked alone without a start event, the op is measured from the mark before it, which is
-    // its start only if the GPU was still busy with that mark's work when the op was issued: a
-    // mark already complete means the GPU may have idled in between, and the gap would be
-    // learned as the op's duration (larger estimates, fewer ops admitted, more gaps). The query
-    // comes after the issue, so "not ready" is certain and "ready" merely loses a sample.
-    const bool back_to_back =
-        mark && start == nullptr && !q->in_flight.empty() && !q->marks.empty() &&
-        q->marks.back().covers == q->in_flight.size() &&
-        QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
-    const bool alone = q->in_flight.empty();
-    q->in_flight.push_back(
-        {op->priority, estimate, op->cost_key, now, back_to_back, start, confined, alone});
-    AdjustInFlight(op->priority, +1, static_cast<int64_t>(estimate));
-    if (confined) {
-      ++q->confined_in_flight_ops;
-      q->confined_in_flight_ns += static_cast<int64_t>(estimate);
-      ++confined_in_flight_ops_;
-      confined_in_flight_ns_ += static_cast<int64_t>(estimate);
-    }
-    if (!q->tracked) {
-      q->tracked = true;
-      tracking_.push_back(q);
-    }
-    if (mark) AddCompletionMark(q);
+    TrackIssued(q, *op, budget_ns, estimate, start, now);
   }
   CountIssued(op);
   parking_.NotifyIssued();
+}
+
+void Dispatcher::CountIssueStatistics(const Op& op, int64_t now_ns) {
+  PriorityLevelStats& level = levels_->At(op.priority);
+  if (op.confined_stream != nullptr) level.ops_confined.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t delay = now_ns > op.submit_ns ? static_cast<uint64_t>(now_ns - op.submit_ns) : 0;
+  level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
+  AtomicMax(level.queue_delay_ns_max, delay);
+  level.queue_delay_histogram.Record(delay);
+  level.ops_issued.fetch_add(1, std::memory_order_relaxed);
+  if (op.held_since_ns != 0) {
+    const uint64_t held =
+        now_ns > op.held_since_ns ? static_cast<uint64_t>(now_ns - op.held_since_ns) : 0;
+    level.ops_held.fetch_add(1, std::memory_order_relaxed);
+    level.held_ns_sum.fetch_add(held, std::memory_order_relaxed);
+    AtomicMax(level.held_ns_max, held);
+  }
+  if (coordinator_ != nullptr) {
+    coordinator_->CountDispatched(op.priority, delay, op.confined_stream != nullptr);
+  }
+}
+
+CUevent Dispatcher::StartMeasurement(StreamQueue* q, const Op& op, CUstream target) {
+  // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
+  // (host time from issue to observed completion would include the dispatcher's idle time).
+  if (op.cost_key == nullptr || estimates_.Knows(op.cost_key)) return nullptr;
+  AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
+  CUevent start = TakeEvent(q);
+  if (start != nullptr && driver_.event_record(start, target) != CUDA_SUCCESS) {
+    q->free_events.push_back(start);
+    start = nullptr;
+  }
+  return start;
+}
+
+CUresult Dispatcher::IssueRefusedAtHome(StreamQueue* q, Op* op, CUresult refused,
+                                        CUevent* start) {
+  // Confinement must change nothing a program sees. A call the partition refuses (on an H100
+  // under MPS, cuBLAS kernels whose thread-block clusters do not fit the green context: CUDA
+  // error 912) did nothing, so it runs on the stream's own after the twin's work, as it would
+  // have natively; if it runs there, the partition was the cause, and its function is never
+  // confined again.
+  if (*start != nullptr) {
+    q->free_events.push_back(*start);  // recorded on the twin: it would time the wrong span
+    *start = nullptr;
+  }
+  const CUstream target = Place(q, /*confine=*/false);
+  op->confined_stream = target != op->stream->stream ? target : nullptr;
+  const CUresult result = op->issue(*op);
+  if (result == CUDA_SUCCESS && op->cost_key != nullptr) {
+    unconfinable_.insert(op->cost_key);
+    GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
+                          "isolation: %s refused on device %d's SM partition (CUDA error %d); "
+                          "it and later launches of its function run on the whole GPU",
+                          op->name != nullptr ? op->name : "op", device_,
+                          static_cast<int>(refused));
+  }
+  return result;
+}
+
+void Dispatcher::ReportFailure(const Op& op, CUresult result) {
+  StreamState* s = op.stream;
+  int expected = CUDA_SUCCESS;
+  s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
+  // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
+  // lines); the suppressed count is reported.
+  GPUPRIO_LOG_THROTTLED(LogLevel::kError,
+                        "%s on stream %p (device %d, context %p%s) failed with CUDA error %d; "
+                        "the stream's next synchronize or query returns it",
+                        op.name != nullptr ? op.name : "op", static_cast<void*>(s->stream),
+                        device_, static_cast<void*>(s->context),
+                        op.confined_stream != nullptr ? ", on its twin" : "",
+                        static_cast<int>(result));
+}
+
+void Dispatcher::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns,
+                             uint64_t estimate, CUevent start, int64_t now_ns) {
+  // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
+  // is marked every few ops, and each op that is a large part of its budget alone, so each
+  // completion frees budget while the next op runs (one mark over the whole budget would let the
+  // GPU drain before more is admitted); otherwise a mark every 32 ops keeps the event cost off
+  // the launch rate.
+  ++q->ops_since_mark;
+  // Confined work is marked like budgeted work, against its queue bound: its completions free
+  // room on the twin.
+  const bool confined = op.confined_stream != nullptr;
+  if (confined) budget_ns = options_.confined_queue_ns;
+  const bool budgeted = budget_ns > 0;
+  const bool mark =
+      start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
+      (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
+                    estimate >= budget_ns / 8));
+  // Marked alone without a start event, the op is measured from the mark before it, which is its
+  // start only if the GPU was still busy with that mark's work when the op was issued: a mark
+  // already complete means the GPU may have idled in between, and the gap would be learned as
+  // the op's duration (larger estimates, fewer ops admitted, more gaps). The query comes after
+  // the issue, so "not ready" is certain and "ready" merely loses a sample.
+  const bool back_to_back = mark && start == nullptr && !q->in_flight.empty() &&
+                            !q->marks.empty() && q->marks.back().covers == q->in_flight.size() &&
+                            QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
+  const bool alone = q->in_flight.empty();
+  q->in_flight.push_back(
+      {op.priority, estimate, op.cost_key, now_ns, back_to_back, start, confined, alone});
+  AdjustInFlight(op.priority, +1, static_cast<int64_t>(estimate));
+  if (confined) {
+    ++q->confined_in_flight_ops;
+    q->confined_in_flight_ns += static_cast<int64_t>(estimate);
+    ++confined_in_flight_ops_;
+    confined_in_flight_ns_ += static_cast<int64_t>(estimate);
+  }
+  if (!q->tracked) {
+    q->tracked = true;
+    tracking_.push_back(q);
+  }
+  if (mark) AddCompletionMark(q);
 }
 
 void Dispatcher::CountIssued(Op* op) {

@@ -26,6 +26,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
@@ -204,6 +205,18 @@ class Dispatcher {
   };
 
   void Run();
+  // How long the thread has had nothing to do, and how its waits grow; reset by progress.
+  struct Backoff {
+    int64_t idle_since_ns = -1;  // -1: not idle (the spin before parking comes first)
+    int rounds = 0;
+    int64_t sleep_ns = 0;
+  };
+  // A round's first step: the inbox into the queues, direct work adopted, released streams
+  // collected; true when the inbox had work.
+  bool TakeNewWork();
+  // A round that issued nothing: held back by the policy, or idle.
+  void WaitHeldRound(Backoff* backoff);
+  void WaitIdleRound(Backoff* backoff);
   void Wake();
   // With a coordinator: the other processes see this process's active level, queue and
   // in-flight work; a level that is no longer active is withdrawn here.
@@ -276,6 +289,12 @@ class Dispatcher {
   // Issues the most important op that may go now; false when none may (the policy holds the
   // most important one, or each waits for another device or for room on its twin).
   bool IssueNext();
+  // The most important head not in `skipped` (ties: the older), and its `priority`; null if none.
+  StreamQueue* MostImportantHead(absl::Span<const StreamQueue* const> skipped,
+                                 int* priority) const;
+  // What must be issued before `q`'s head (PickBlocker, followed to its end): `q` itself if
+  // nothing; `inherited` set when it is another queue.
+  StreamQueue* FirstToIssue(StreamQueue* q, bool* inherited);
   enum class Attempt {
     kIssued,
     kHeld,      // the policy holds it (more important work, the budget, the long-op rule)
@@ -291,6 +310,16 @@ class Dispatcher {
   // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
   // stream's twin.
   void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
+  // Issue's steps: the level's statistics (queueing delay, time held); a start event before an
+  // op whose cost is unknown (null if none); a call the partition refused, issued again on the
+  // stream's own stream; a failure stored on the stream; an issued op counted in flight and
+  // marked where due.
+  void CountIssueStatistics(const Op& op, int64_t now_ns);
+  CUevent StartMeasurement(StreamQueue* q, const Op& op, CUstream target);
+  CUresult IssueRefusedAtHome(StreamQueue* q, Op* op, CUresult refused, CUevent* start);
+  void ReportFailure(const Op& op, CUresult result);
+  void TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns, uint64_t estimate,
+                   CUevent start, int64_t now_ns);
   // The queue of `s`, created (and listed in its context's links) on first use.
   StreamQueue& QueueFor(StreamState* s);
   // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.

@@ -7,20 +7,18 @@ namespace {
 
 // Rule 1's view of this device: the most important other head, and every level
 // in flight.
-int HighestOtherActive(const DeviceSnapshot &d) {
+int HighestOtherActive(const DeviceSnapshot& d) {
   int highest = d.highest_other_head;
-  for (const LevelLoad &l : d.levels) {
-    if (l.in_flight_ops > 0)
-      highest = std::max(highest, l.priority);
+  for (const LevelLoad& l : d.levels) {
+    if (l.in_flight_ops > 0) highest = std::max(highest, l.priority);
   }
   return highest;
 }
 
-uint64_t InFlightBelowNs(const DeviceSnapshot &d, int ceiling) {
+uint64_t InFlightBelowNs(const DeviceSnapshot& d, int ceiling) {
   int64_t sum = 0;
-  for (const LevelLoad &l : d.levels) {
-    if (l.priority < ceiling)
-      sum += l.in_flight_ns;
+  for (const LevelLoad& l : d.levels) {
+    if (l.priority < ceiling) sum += l.in_flight_ns;
   }
   return sum > 0 ? static_cast<uint64_t>(sum) : 0;
 }
@@ -29,17 +27,12 @@ uint64_t InFlightBelowNs(const DeviceSnapshot &d, int ceiling) {
 // `window_ns`) on this device. Queued work counts only where it could be issued
 // next: more important ops stuck behind less important ones wait for those, so
 // counting them would hold the very work they wait for.
-bool HigherBusyWithin(const DeviceSnapshot &d, int priority,
-                      uint64_t window_ns) {
-  if (d.highest_other_head > priority)
-    return true;
-  for (const LevelLoad &l : d.levels) {
-    if (l.priority <= priority)
-      continue;
-    if (l.in_flight_ops > 0)
-      return true;
-    if (d.now_ns - l.last_busy_ns < static_cast<int64_t>(window_ns))
-      return true;
+bool HigherBusyWithin(const DeviceSnapshot& d, int priority, uint64_t window_ns) {
+  if (d.highest_other_head > priority) return true;
+  for (const LevelLoad& l : d.levels) {
+    if (l.priority <= priority) continue;
+    if (l.in_flight_ops > 0) return true;
+    if (d.now_ns - l.last_busy_ns < static_cast<int64_t>(window_ns)) return true;
   }
   return false;
 }
@@ -51,11 +44,9 @@ bool HigherBusyWithin(const DeviceSnapshot &d, int priority,
 // the queue) would only cost driver calls. Behind a long op alone, a late
 // notice would idle the twin: there the dispatcher wakes at the estimate and
 // polls from then on.
-int64_t TwinRoomDueNs(const DeviceSnapshot &d) {
-  int64_t until = d.oldest_confined_issue_ns +
-                  static_cast<int64_t>(d.oldest_confined_estimate_ns);
-  if (d.confined_in_flight_ns -
-          static_cast<int64_t>(d.oldest_confined_estimate_ns) >=
+int64_t TwinRoomDueNs(const DeviceSnapshot& d) {
+  int64_t until = d.oldest_confined_issue_ns + static_cast<int64_t>(d.oldest_confined_estimate_ns);
+  if (d.confined_in_flight_ns - static_cast<int64_t>(d.oldest_confined_estimate_ns) >=
       2 * kMaxConfinedSleepNs) {
     until = std::max(until, d.now_ns + kMaxConfinedSleepNs);
   }
@@ -66,46 +57,37 @@ Decision Hold(Reason reason, int64_t look_again_ns) {
   return {Verdict::kHold, reason, 0, look_again_ns};
 }
 
-} // namespace
+}  // namespace
 
-Admission Admit(int priority, uint64_t estimate_ns,
-                const AdmissionSnapshot &s) {
-  if (priority < s.highest_pending_or_in_flight)
-    return Admission::kHoldForHigherPriority;
-  if (priority >= s.ceiling)
-    return Admission::kIssue;
-  if (s.below_ceiling_in_flight_ns == 0)
-    return Admission::kIssue;
-  if (s.below_ceiling_in_flight_ns + estimate_ns <= s.budget_ns)
-    return Admission::kIssue;
+Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) {
+  if (priority < s.highest_pending_or_in_flight) return Admission::kHoldForHigherPriority;
+  if (priority >= s.ceiling) return Admission::kIssue;
+  if (s.below_ceiling_in_flight_ns == 0) return Admission::kIssue;
+  if (s.below_ceiling_in_flight_ns + estimate_ns <= s.budget_ns) return Admission::kIssue;
   return Admission::kHoldForBudget;
 }
 
-bool WantsConfinement(const OpView &op, const DeviceSnapshot &d,
-                      const SchedulerOptions &o) {
-  if (op.home_only || !op.confinable)
-    return false;
+bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
+  if (op.home_only || !op.confinable) return false;
   switch (o.isolation) {
-  case Isolation::kOff:
-    return false;
-  case Isolation::kForce:
-    return true;
-  case Isolation::kActive:
-    return d.local_above_op > op.priority ||
-           (d.peers.ceiling > op.priority && d.queries->SharesSmsWithPeers());
-  case Isolation::kAlways:
-    if (d.local_max_seen > op.priority)
+    case Isolation::kOff:
+      return false;
+    case Isolation::kForce:
       return true;
-    return d.coordinated && d.queries->SharesSmsWithPeers() &&
-           d.queries->PeersEverCeiling(op.priority) > op.priority;
+    case Isolation::kActive:
+      return d.local_above_op > op.priority ||
+             (d.peers.ceiling > op.priority && d.queries->SharesSmsWithPeers());
+    case Isolation::kAlways:
+      if (d.local_max_seen > op.priority) return true;
+      return d.coordinated && d.queries->SharesSmsWithPeers() &&
+             d.queries->PeersEverCeiling(op.priority) > op.priority;
   }
   return false;
 }
 
-Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
-                const SchedulerOptions &o) {
-  if (op.home_only)
-    return {Verdict::kIssue, Reason::kHomeOnly};
+Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
+                const SchedulerOptions& o) {
+  if (op.home_only) return {Verdict::kIssue, Reason::kHomeOnly};
   const int p = op.priority;
   // Other processes' levels count as this process's own: a more important level
   // active anywhere on the GPU holds this op; one submitting recently puts it
@@ -117,8 +99,7 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
   if (d.coordinated) {
     highest = d.peers.highest_active;
     peers_above = d.peers.highest_active > p || d.peers.ceiling > p;
-    if (p < d.peers.ceiling)
-      budget_ns = std::min(budget_ns, o.peer_budget_ns);
+    if (p < d.peers.ceiling) budget_ns = std::min(budget_ns, o.peer_budget_ns);
     ceiling = std::max(ceiling, d.peers.ceiling);
   }
   if (!op.inherited && confine && d.confined_in_flight_ops > 0 &&
@@ -129,17 +110,14 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
   // Confined work cannot delay more important work (the reserved SMs are never
   // its), so rules 1-3 do not apply to it: it keeps its queue depth on its SMs.
   if (confine) {
-    return {Verdict::kIssueConfined,
-            op.inherited ? Reason::kInherited : Reason::kConfined};
+    return {Verdict::kIssueConfined, op.inherited ? Reason::kInherited : Reason::kConfined};
   }
   const uint64_t budget_if_below = p < ceiling ? budget_ns : 0;
-  if (op.inherited)
-    return {Verdict::kIssue, Reason::kInherited, budget_if_below};
+  if (op.inherited) return {Verdict::kIssue, Reason::kInherited, budget_if_below};
 
   highest = std::max(highest, HighestOtherActive(d));
   uint64_t in_flight_ns = InFlightBelowNs(d, ceiling);
-  if (o.idle_budget_excludes_running && p < ceiling && !peers_above &&
-      d.local_above_op <= p) {
+  if (o.idle_budget_excludes_running && p < ceiling && !peers_above && d.local_above_op <= p) {
     // On the budget only because of its level (unbudgeted_priority), nothing
     // more important anywhere within the window: the op each stream runs now
     // does not count, so one op waits behind it and the GPU never idles between
@@ -149,8 +127,7 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
     in_flight_ns = in_flight_ns > running_ns ? in_flight_ns - running_ns : 0;
   }
   const AdmissionSnapshot snapshot{highest, ceiling, in_flight_ns, budget_ns};
-  const int64_t held_since_ns =
-      d.now_ns - op.held_ns; // now, for an op never held
+  const int64_t held_since_ns = d.now_ns - op.held_ns;  // now, for an op never held
   Reason reason = p >= ceiling ? Reason::kUnbudgeted : Reason::kWithinBudget;
   Admission admission = Admit(p, op.estimate_ns, snapshot);
   bool passed_hold_bound = false;
@@ -166,15 +143,13 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
     passed_hold_bound = admission == Admission::kIssue;
   }
   switch (admission) {
-  case Admission::kIssue:
-    break;
-  case Admission::kHoldForHigherPriority:
-    return Hold(Reason::kHigherPriority,
-                o.max_hold_ns != 0
-                    ? held_since_ns + static_cast<int64_t>(o.max_hold_ns)
-                    : 0);
-  case Admission::kHoldForBudget:
-    return Hold(Reason::kBudget, 0);
+    case Admission::kIssue:
+      break;
+    case Admission::kHoldForHigherPriority:
+      return Hold(Reason::kHigherPriority,
+                  o.max_hold_ns != 0 ? held_since_ns + static_cast<int64_t>(o.max_hold_ns) : 0);
+    case Admission::kHoldForBudget:
+      return Hold(Reason::kBudget, 0);
   }
   // An op longer than its budget holds every SM it fills for longer than the
   // budget allows: it waits until the more important levels have paused for a
@@ -182,18 +157,15 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
   // important work is queued behind it on its own stream: that work cannot run
   // before it, so holding it would hold that work too, for ever. The hold is
   // bounded (long_op_max_hold_ns): lower work must always progress.
-  const bool held_long =
-      op.held_ns >= static_cast<int64_t>(o.long_op_max_hold_ns);
+  const bool held_long = op.held_ns >= static_cast<int64_t>(o.long_op_max_hold_ns);
   if (p < ceiling && op.estimate_ns > budget_ns && !held_long &&
-      HigherBusyWithin(d, p, o.long_op_idle_ns) &&
-      !d.queries->MoreImportantBehind(p)) {
+      HigherBusyWithin(d, p, o.long_op_idle_ns) && !d.queries->MoreImportantBehind(p)) {
     Decision held =
-        Hold(Reason::kLongOp,
-             held_since_ns + static_cast<int64_t>(o.long_op_max_hold_ns));
+        Hold(Reason::kLongOp, held_since_ns + static_cast<int64_t>(o.long_op_max_hold_ns));
     held.passed_hold_bound = passed_hold_bound;
     return held;
   }
   return {Verdict::kIssue, reason, budget_if_below, 0, passed_hold_bound};
 }
 
-} // namespace gpuprio::scheduler
+}  // namespace gpuprio::scheduler

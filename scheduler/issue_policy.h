@@ -46,20 +46,20 @@ inline constexpr int kNoPriority = coordinator::kNoPriority;
 // --- The core of rules 1 and 2. ---
 
 struct AdmissionSnapshot {
-  int highest_pending_or_in_flight; // over all other ops of the device
-  int ceiling; // highest priority that submitted work recently
-  uint64_t below_ceiling_in_flight_ns; // estimated GPU time in flight below the
-                                       // ceiling
+  int highest_pending_or_in_flight;     // over all other ops of the device
+  int ceiling;                          // highest priority that submitted work recently
+  uint64_t below_ceiling_in_flight_ns;  // estimated GPU time in flight below the
+                                        // ceiling
   uint64_t budget_ns;
 };
 
 enum class Admission {
   kIssue,
-  kHoldForHigherPriority, // rule 1
-  kHoldForBudget,         // rule 2
+  kHoldForHigherPriority,  // rule 1
+  kHoldForBudget,          // rule 2
 };
 
-Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot &s);
+Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s);
 
 // --- The dispatcher's question. ---
 
@@ -67,7 +67,7 @@ Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot &s);
 // go first).
 struct OpView {
   int priority = 0;
-  uint64_t estimate_ns = 0; // its estimated GPU time now
+  uint64_t estimate_ns = 0;  // its estimated GPU time now
   // How long since the policy first held it; 0 if it never was.
   int64_t held_ns = 0;
   // Another op waits for it (priority inheritance): no rule holds it.
@@ -90,21 +90,21 @@ struct LevelLoad {
   int64_t in_flight_ops;
   int64_t in_flight_ns;
   int64_t pending_ns;
-  int64_t last_busy_ns = 0; // when it last had work queued or in flight
+  int64_t last_busy_ns = 0;  // when it last had work queued or in flight
 };
 
 // What the other processes sharing the GPU have published (absent without a
 // coordinator).
 struct PeerView {
   int highest_active = kNoPriority;
-  int ceiling = kNoPriority; // within the window, floor: the unbudgeted level
+  int ceiling = kNoPriority;  // within the window, floor: the unbudgeted level
 };
 
 // The parts of a device's state that cost more than a load to read (a walk over
 // a queue, a driver query, a read of the shared segment): the policy asks for
 // them only where a rule needs them.
 class DeviceQueries {
-public:
+ public:
   virtual ~DeviceQueries() = default;
   // The estimated time of the op each stream runs now (its oldest in flight)
   // below `ceiling`.
@@ -127,16 +127,15 @@ struct DeviceSnapshot {
   // if none).
   int local_ceiling = kNoPriority;
   int local_above_op = kNoPriority;
-  int local_max_seen =
-      kNoPriority; // the highest level that ever submitted here
+  int local_max_seen = kNoPriority;  // the highest level that ever submitted here
   // The highest priority among the other streams' heads (kNoPriority: none).
   int highest_other_head = kNoPriority;
   absl::Span<const LevelLoad> levels;
-  bool coordinated = false; // other processes' levels take part
+  bool coordinated = false;  // other processes' levels take part
   PeerView peers;
   // What costs more than a load to know, asked only where a rule needs it
   // (never null).
-  const DeviceQueries *queries = nullptr;
+  const DeviceQueries* queries = nullptr;
   // Rule 4's queue bound on the op's stream: its confined ops in flight, their
   // estimated time, and the oldest one's issue time and estimate.
   int confined_in_flight_ops = 0;
@@ -147,22 +146,22 @@ struct DeviceSnapshot {
 
 enum class Verdict {
   kIssue,
-  kIssueConfined, // on the stream's twin, in the SM partition
+  kIssueConfined,  // on the stream's twin, in the SM partition
   kHold,
 };
 
 enum class Reason {
-  kHomeOnly,     // no GPU time
-  kInherited,    // another op waits for it
-  kConfined,     // below a more important level, on the partition
-  kUnbudgeted,   // at or above the ceiling
-  kWithinBudget, // below the ceiling, within its budget
-  kHoldBound, // held for more important work up to max_hold_ns; now the budget
-              // decides
-  kHigherPriority, // rule 1
-  kBudget,         // rule 2
-  kLongOp,         // rule 3
-  kTwinFull,       // rule 4's queue bound
+  kHomeOnly,        // no GPU time
+  kInherited,       // another op waits for it
+  kConfined,        // below a more important level, on the partition
+  kUnbudgeted,      // at or above the ceiling
+  kWithinBudget,    // below the ceiling, within its budget
+  kHoldBound,       // held for more important work up to max_hold_ns; now the budget
+                    // decides
+  kHigherPriority,  // rule 1
+  kBudget,          // rule 2
+  kLongOp,          // rule 3
+  kTwinFull,        // rule 4's queue bound
 };
 
 struct Decision {
@@ -188,13 +187,11 @@ inline constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 // Rule 4's first half: does the op belong in the partition (if one can be had)?
 // The dispatcher asks for the partition only then, and passes the answer to
 // Decide.
-bool WantsConfinement(const OpView &op, const DeviceSnapshot &d,
-                      const SchedulerOptions &o);
+bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
 
 // The verdict on `op` now. `confine`: WantsConfinement held and the partition
 // exists.
-Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
-                const SchedulerOptions &o);
+Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine, const SchedulerOptions& o);
 
 // --- The client fast path's question. ---
 
@@ -213,34 +210,28 @@ Decision Decide(const OpView &op, const DeviceSnapshot &d, bool confine,
 //   MaxSeen (reads the clock) bool PeersAllowDirect() const;    // no peer
 //   level above it, active or within the window
 template <typename ClientView>
-bool DirectIssueAllowed(const ClientView &v, const SchedulerOptions &o) {
+bool DirectIssueAllowed(const ClientView& v, const SchedulerOptions& o) {
   const int p = v.priority();
   // Below the unbudgeted level an op is always on a budget (rule 2).
-  if (!o.direct_issue || p < o.unbudgeted_priority)
-    return false;
+  if (!o.direct_issue || p < o.unbudgeted_priority) return false;
   // Rule 1 and the ordering invariants: everything queued before it is issued,
   // or less important and unordered with it, so the dispatcher would issue this
   // op first.
-  if (!v.NothingMoreImportantQueued())
-    return false;
+  if (!v.NothingMoreImportantQueued()) return false;
   // Rule 4: the dispatcher would confine it (or must link it after work on a
   // twin).
   if (o.isolation != Isolation::kOff) {
-    if (v.AwayWorkOrders())
-      return false;
-    if (o.isolation == Isolation::kForce)
-      return false;
-    if (o.isolation == Isolation::kAlways && p < v.MaxSeen())
-      return false;
+    if (v.AwayWorkOrders()) return false;
+    if (o.isolation == Isolation::kForce) return false;
+    if (o.isolation == Isolation::kAlways && p < v.MaxSeen()) return false;
   }
   // Rule 2: below the ceiling it is budgeted. Nothing above it ever seen: no
   // clock read.
-  if (p < v.MaxSeen() && p < v.LocalCeiling())
-    return false;
+  if (p < v.MaxSeen() && p < v.LocalCeiling()) return false;
   // Rules 1 and 2 across processes.
   return v.PeersAllowDirect();
 }
 
-} // namespace gpuprio::scheduler
+}  // namespace gpuprio::scheduler
 
-#endif // GPUPRIO_SCHEDULER_ISSUE_POLICY_H_
+#endif  // GPUPRIO_SCHEDULER_ISSUE_POLICY_H_

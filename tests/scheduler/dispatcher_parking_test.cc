@@ -39,8 +39,8 @@ TEST_CASE("Work pushed by many threads always wakes the parked thread", "[parkin
   int seen = 0;
   int lost = 0;
   while (seen < kThreads * kPushes) {
-    const bool woken = parking.Park(
-        kLostWakeUp, [&] { return pushed.load(std::memory_order_seq_cst) != seen; });
+    const bool woken =
+        parking.Park(kLostWakeUp, [&] { return pushed.load(std::memory_order_seq_cst) != seen; });
     const int now = pushed.load(std::memory_order_seq_cst);
     if (now == seen && !woken) ++lost;  // ended by the timeout with nothing new
     seen = now;
@@ -69,8 +69,7 @@ TEST_CASE("A wake-up asked for ends the next park even with nothing ready", "[pa
   CHECK(timed_out == 0);
 }
 
-TEST_CASE("Work at or below the floor does not wake a held thread; work above does",
-          "[parking]") {
+TEST_CASE("Work at or below the floor does not wake a held thread; work above does", "[parking]") {
   DispatcherParking parking(&CountPeerWordWake, nullptr);
   parking.SetFloor(5);
   std::atomic<bool> parked_seen{false};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -13,8 +14,7 @@ namespace gpuprio::scheduler {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
-constexpr int64_t kNow =
-    10'000'000'000; // far from 0, so "never busy" is far in the past
+constexpr int64_t kNow = 10'000'000'000;  // far from 0, so "never busy" is far in the past
 
 // The queries answered from fixed values, counting how often each is asked.
 struct FixedQueries final : DeviceQueries {
@@ -55,11 +55,11 @@ SchedulerOptions Options() {
 }
 
 // A device with nothing but the op: local ceiling at the unbudgeted level.
-DeviceSnapshot Idle(const FixedQueries *q) {
+DeviceSnapshot Idle(const FixedQueries* q) {
   DeviceSnapshot d;
   d.now_ns = kNow;
   d.local_ceiling = 0;
-  d.local_above_op = kNoPriority; // set per op below
+  d.local_above_op = kNoPriority;  // set per op below
   d.local_max_seen = kNoPriority;
   d.queries = q;
   return d;
@@ -67,11 +67,25 @@ DeviceSnapshot Idle(const FixedQueries *q) {
 
 // One row: an op, the device's state, the expected answer.
 struct Row {
+  Row(std::string row_name, OpView row_op) : name(std::move(row_name)), op(row_op) {}
+  template <typename T, typename V>
+  Row With(T Row::*field, V value) const {
+    Row row = *this;
+    row.*field = static_cast<T>(value);
+    return row;
+  }
+  Row Expect(Verdict v, Reason r) const {
+    Row row = *this;
+    row.verdict = v;
+    row.reason = r;
+    return row;
+  }
+
   std::string name;
   OpView op;
   // The device.
   int local_ceiling = 0;
-  int local_above_op = kNoPriority; // kNoPriority: the op's own priority
+  int local_above_op = kNoPriority;  // kNoPriority: the op's own priority
   int highest_other_head = kNoPriority;
   std::vector<LevelLoad> levels;
   bool coordinated = false;
@@ -84,8 +98,8 @@ struct Row {
   int64_t oldest_confined_issue_ns = 0;
   uint64_t oldest_confined_estimate_ns = 0;
   // The answer.
-  Verdict verdict;
-  Reason reason;
+  Verdict verdict = Verdict::kIssue;
+  Reason reason = Reason::kUnbudgeted;
   uint64_t budget_ns = 0;
   int64_t look_again_ns = 0;
   bool passed_hold_bound = false;
@@ -104,8 +118,7 @@ OpView Inherited(OpView v) {
   return v;
 }
 
-LevelLoad InFlight(int priority, int64_t ops, int64_t ns,
-                   int64_t last_busy_ns = kNow) {
+LevelLoad InFlight(int priority, int64_t ops, int64_t ns, int64_t last_busy_ns = kNow) {
   return {priority, 0, ops, ns, 0, last_busy_ns};
 }
 
@@ -117,225 +130,175 @@ TEST_CASE("Decide: every rule the dispatcher applies", "[scheduler][policy]") {
   const SchedulerOptions o = Options();
   const std::vector<Row> rows = {
       // Rule 1: more important work pending or in flight holds it.
-      {.name = "a more important head holds it",
-       .op = Op(0, 10'000),
-       .highest_other_head = 1,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kHigherPriority,
-       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
-      {.name = "more important work in flight holds it",
-       .op = Op(-1, 10'000),
-       .levels = {InFlight(1, 1, 10'000)},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kHigherPriority,
-       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
-      {.name = "an equally important head does not",
-       .op = Op(0, 10'000),
-       .highest_other_head = 0,
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kUnbudgeted},
-      {.name = "another process's active level holds it",
-       .op = Op(1, 10'000),
-       .coordinated = true,
-       .peers = {2, 0},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kHigherPriority,
-       .look_again_ns = kNow + 100 * static_cast<int64_t>(kMs)},
-      {.name = "held for the bound: the budget alone decides",
-       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs),
-       .highest_other_head = 1,
-       .levels = {InFlight(1, 1, 10'000)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kHoldBound,
-       .budget_ns = 2 * kMs,
-       .passed_hold_bound = true},
-      {.name = "held for the bound, over the budget: held for the budget",
-       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs),
-       .levels = {InFlight(1, 1, 10'000), InFlight(-1, 1, 2 * kMs)},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kBudget},
-      {.name = "held just short of the bound: still held",
-       .op = Op(-1, 10'000, /*held_ns=*/100 * kMs - 1),
-       .highest_other_head = 1,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kHigherPriority,
-       .look_again_ns = kNow + 1},
+      Row("a more important head holds it", Op(0, 10'000))
+          .With(&Row::highest_other_head, 1)
+          .With(&Row::look_again_ns, kNow + 100 * static_cast<int64_t>(kMs))
+          .Expect(Verdict::kHold, Reason::kHigherPriority),
+      Row("more important work in flight holds it", Op(-1, 10'000))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(1, 1, 10'000)})
+          .With(&Row::look_again_ns, kNow + 100 * static_cast<int64_t>(kMs))
+          .Expect(Verdict::kHold, Reason::kHigherPriority),
+      Row("an equally important head does not", Op(0, 10'000))
+          .With(&Row::highest_other_head, 0)
+          .Expect(Verdict::kIssue, Reason::kUnbudgeted),
+      Row("another process's active level holds it", Op(1, 10'000))
+          .With(&Row::coordinated, true)
+          .With(&Row::peers, PeerView{2, 0})
+          .With(&Row::look_again_ns, kNow + 100 * static_cast<int64_t>(kMs))
+          .Expect(Verdict::kHold, Reason::kHigherPriority),
+      Row("held for the bound: the budget alone decides", Op(-1, 10'000, /*held_ns=*/100 * kMs))
+          .With(&Row::highest_other_head, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(1, 1, 10'000)})
+          .With(&Row::budget_ns, 2 * kMs)
+          .With(&Row::passed_hold_bound, true)
+          .Expect(Verdict::kIssue, Reason::kHoldBound),
+      Row("held for the bound, over the budget: held for the budget",
+          Op(-1, 10'000, /*held_ns=*/100 * kMs))
+          .With(&Row::levels,
+                std::vector<LevelLoad>{InFlight(1, 1, 10'000), InFlight(-1, 1, 2 * kMs)})
+          .Expect(Verdict::kHold, Reason::kBudget),
+      Row("held just short of the bound: still held", Op(-1, 10'000, /*held_ns=*/100 * kMs - 1))
+          .With(&Row::highest_other_head, 1)
+          .With(&Row::look_again_ns, kNow + 1)
+          .Expect(Verdict::kHold, Reason::kHigherPriority),
 
       // Rule 2: the budget below the ceiling.
-      {.name = "at the ceiling: unbudgeted",
-       .op = Op(0, 50 * kMs),
-       .levels = {InFlight(0, 3, 30 * kMs)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kUnbudgeted},
-      {.name = "below the ceiling, within the budget",
-       .op = Op(-1, kMs / 2),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(-1, 1, 3 * kMs / 2)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "below the ceiling, beyond the budget",
-       .op = Op(-1, 600'000),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(-1, 1, 3 * kMs / 2)},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kBudget},
-      {.name = "one op is admitted when nothing below the ceiling is in flight",
-       .op = Op(-1, kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(1, 0, 0, kNow - 10 * static_cast<int64_t>(kMs))},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "below a peer's ceiling: the smaller peer budget",
-       .op = Op(0, 200'000),
-       .levels = {InFlight(0, 1, 400'000)},
-       .coordinated = true,
-       .peers = {kNoPriority, 1},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kBudget},
-      {.name = "below a peer's ceiling, within the peer budget",
-       .op = Op(0, 100'000),
-       .levels = {InFlight(0, 1, 400'000)},
-       .coordinated = true,
-       .peers = {kNoPriority, 1},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = kMs / 2},
+      Row("at the ceiling: unbudgeted", Op(0, 50 * kMs))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(0, 3, 30 * kMs)})
+          .Expect(Verdict::kIssue, Reason::kUnbudgeted),
+      Row("below the ceiling, within the budget", Op(-1, kMs / 2))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 1, 3 * kMs / 2)})
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("below the ceiling, beyond the budget", Op(-1, 600'000))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 1, 3 * kMs / 2)})
+          .Expect(Verdict::kHold, Reason::kBudget),
+      Row("one op is admitted when nothing below the ceiling is in flight", Op(-1, kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels,
+                std::vector<LevelLoad>{InFlight(1, 0, 0, kNow - 10 * static_cast<int64_t>(kMs))})
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("below a peer's ceiling: the smaller peer budget", Op(0, 200'000))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(0, 1, 400'000)})
+          .With(&Row::coordinated, true)
+          .With(&Row::peers, PeerView{kNoPriority, 1})
+          .Expect(Verdict::kHold, Reason::kBudget),
+      Row("below a peer's ceiling, within the peer budget", Op(0, 100'000))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(0, 1, 400'000)})
+          .With(&Row::coordinated, true)
+          .With(&Row::peers, PeerView{kNoPriority, 1})
+          .With(&Row::budget_ns, kMs / 2)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
 
       // Rule 2, nothing more important about: the op each stream runs does not
       // count.
-      {.name = "low work alone: the running op is left out",
-       .op = Op(-1, kMs),
-       .levels = {InFlight(-1, 2, 2 * kMs)},
-       .running_below_ns = kMs,
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "low work beside a recent level above it: the running op counts",
-       .op = Op(-1, kMs),
-       .local_above_op = 0,
-       .levels = {InFlight(-1, 2, 2 * kMs)},
-       .running_below_ns = kMs,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kBudget},
-      {.name = "low work beside a peer's level: the running op counts",
-       .op = Op(-1, kMs),
-       .levels = {InFlight(-1, 2, 2 * kMs)},
-       .coordinated = true,
-       .peers = {kNoPriority, 0},
-       .running_below_ns = kMs,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kBudget},
+      Row("low work alone: the running op is left out", Op(-1, kMs))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 2, 2 * kMs)})
+          .With(&Row::running_below_ns, kMs)
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("low work beside a recent level above it: the running op counts", Op(-1, kMs))
+          .With(&Row::local_above_op, 0)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 2, 2 * kMs)})
+          .With(&Row::running_below_ns, kMs)
+          .Expect(Verdict::kHold, Reason::kBudget),
+      Row("low work beside a peer's level: the running op counts", Op(-1, kMs))
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 2, 2 * kMs)})
+          .With(&Row::coordinated, true)
+          .With(&Row::peers, PeerView{kNoPriority, 0})
+          .With(&Row::running_below_ns, kMs)
+          .Expect(Verdict::kHold, Reason::kBudget),
 
       // Rule 3: the long-op rule.
-      {.name = "a long op waits while more important work was busy lately",
-       .op = Op(-1, 3 * kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(1, 0, 0, kNow - 1'000'000)},
-       .verdict = Verdict::kHold,
-       .reason = Reason::kLongOp,
-       .look_again_ns = kNow + 50 * static_cast<int64_t>(kMs)},
-      {.name =
-           "a long op goes once more important work has been idle long enough",
-       .op = Op(-1, 3 * kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(1, 0, 0, kNow - 5 * static_cast<int64_t>(kMs))},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "a long op goes at its hold bound",
-       .op = Op(-1, 3 * kMs, /*held_ns=*/50 * kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {InFlight(1, 0, 0, kNow)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "a long op goes when more important work waits behind it",
-       .op = Op(-1, 3 * kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .levels = {Pending(1, kNow)},
-       .more_important_behind = true,
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kWithinBudget,
-       .budget_ns = 2 * kMs},
-      {.name = "a long op at the ceiling is no long op",
-       .op = Op(1, 3 * kMs),
-       .local_ceiling = 1,
-       .levels = {InFlight(2, 0, 0, kNow)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kUnbudgeted},
+      Row("a long op waits while more important work was busy lately", Op(-1, 3 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(1, 0, 0, kNow - 1'000'000)})
+          .With(&Row::look_again_ns, kNow + 50 * static_cast<int64_t>(kMs))
+          .Expect(Verdict::kHold, Reason::kLongOp),
+      Row("a long op goes once more important work has been idle long enough", Op(-1, 3 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels,
+                std::vector<LevelLoad>{InFlight(1, 0, 0, kNow - 5 * static_cast<int64_t>(kMs))})
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("a long op goes at its hold bound", Op(-1, 3 * kMs, /*held_ns=*/50 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(1, 0, 0, kNow)})
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("a long op goes when more important work waits behind it", Op(-1, 3 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{Pending(1, kNow)})
+          .With(&Row::more_important_behind, true)
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kWithinBudget),
+      Row("a long op at the ceiling is no long op", Op(1, 3 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(2, 0, 0, kNow)})
+          .Expect(Verdict::kIssue, Reason::kUnbudgeted),
 
       // Rule 4: confinement.
-      {.name = "confined work ignores rules 1-3",
-       .op = Op(-1, 50 * kMs),
-       .local_ceiling = 1,
-       .local_above_op = 1,
-       .highest_other_head = 1,
-       .levels = {InFlight(-1, 5, 50 * kMs)},
-       .confine = true,
-       .verdict = Verdict::kIssueConfined,
-       .reason = Reason::kConfined},
-      {.name = "confined, the twin full: held until room is due",
-       .op = Op(-1, 2 * kMs),
-       .confine = true,
-       .confined_in_flight_ops = 2,
-       .confined_in_flight_ns = 9 * kMs,
-       .oldest_confined_issue_ns = kNow - 1'000,
-       .oldest_confined_estimate_ns = 8 * kMs,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kTwinFull,
-       .look_again_ns = kNow - 1'000 + 8 * static_cast<int64_t>(kMs)},
-      {.name = "confined, the twin full with much queued behind: not sooner "
-               "than a sleep",
-       .op = Op(-1, 2 * kMs),
-       .confine = true,
-       .confined_in_flight_ops = 3,
-       .confined_in_flight_ns = 9 * kMs,
-       .oldest_confined_issue_ns = kNow - 10 * static_cast<int64_t>(kMs),
-       .oldest_confined_estimate_ns = 2 * kMs,
-       .verdict = Verdict::kHold,
-       .reason = Reason::kTwinFull,
-       .look_again_ns = kNow + kMaxConfinedSleepNs},
-      {.name = "confined, the twin empty: one op always goes",
-       .op = Op(-1, 50 * kMs),
-       .confine = true,
-       .verdict = Verdict::kIssueConfined,
-       .reason = Reason::kConfined},
+      Row("confined work ignores rules 1-3", Op(-1, 50 * kMs))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::local_above_op, 1)
+          .With(&Row::highest_other_head, 1)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 5, 50 * kMs)})
+          .With(&Row::confine, true)
+          .Expect(Verdict::kIssueConfined, Reason::kConfined),
+      Row("confined, the twin full: held until room is due", Op(-1, 2 * kMs))
+          .With(&Row::confine, true)
+          .With(&Row::confined_in_flight_ops, 2)
+          .With(&Row::confined_in_flight_ns, 9 * kMs)
+          .With(&Row::oldest_confined_issue_ns, kNow - 1'000)
+          .With(&Row::oldest_confined_estimate_ns, 8 * kMs)
+          .With(&Row::look_again_ns, kNow - 1'000 + 8 * static_cast<int64_t>(kMs))
+          .Expect(Verdict::kHold, Reason::kTwinFull),
+      Row("confined, the twin full with much queued behind: not sooner "
+          "than a sleep",
+          Op(-1, 2 * kMs))
+          .With(&Row::confine, true)
+          .With(&Row::confined_in_flight_ops, 3)
+          .With(&Row::confined_in_flight_ns, 9 * kMs)
+          .With(&Row::oldest_confined_issue_ns, kNow - 10 * static_cast<int64_t>(kMs))
+          .With(&Row::oldest_confined_estimate_ns, 2 * kMs)
+          .With(&Row::look_again_ns, kNow + kMaxConfinedSleepNs)
+          .Expect(Verdict::kHold, Reason::kTwinFull),
+      Row("confined, the twin empty: one op always goes", Op(-1, 50 * kMs))
+          .With(&Row::confine, true)
+          .Expect(Verdict::kIssueConfined, Reason::kConfined),
 
       // Rule 5: inheritance and home-only markers.
-      {.name = "an op another waits for goes, on the budget below the ceiling",
-       .op = Inherited(Op(-1, 10 * kMs)),
-       .local_ceiling = 1,
-       .highest_other_head = 2,
-       .levels = {InFlight(-1, 5, 50 * kMs)},
-       .verdict = Verdict::kIssue,
-       .reason = Reason::kInherited,
-       .budget_ns = 2 * kMs},
-      {.name = "an op another waits for goes to a full twin",
-       .op = Inherited(Op(-1, 10 * kMs)),
-       .confine = true,
-       .confined_in_flight_ops = 1,
-       .confined_in_flight_ns = 10 * kMs,
-       .verdict = Verdict::kIssueConfined,
-       .reason = Reason::kInherited},
+      Row("an op another waits for goes, on the budget below the ceiling",
+          Inherited(Op(-1, 10 * kMs)))
+          .With(&Row::local_ceiling, 1)
+          .With(&Row::highest_other_head, 2)
+          .With(&Row::levels, std::vector<LevelLoad>{InFlight(-1, 5, 50 * kMs)})
+          .With(&Row::budget_ns, 2 * kMs)
+          .Expect(Verdict::kIssue, Reason::kInherited),
+      Row("an op another waits for goes to a full twin", Inherited(Op(-1, 10 * kMs)))
+          .With(&Row::confine, true)
+          .With(&Row::confined_in_flight_ops, 1)
+          .With(&Row::confined_in_flight_ns, 10 * kMs)
+          .Expect(Verdict::kIssueConfined, Reason::kInherited),
   };
-  for (const Row &row : rows) {
+  for (const Row& row : rows) {
     INFO(row.name);
     FixedQueries queries;
     queries.running_below_ns = row.running_below_ns;
     queries.more_important_behind = row.more_important_behind;
     DeviceSnapshot d = Idle(&queries);
     d.local_ceiling = row.local_ceiling;
-    d.local_above_op = row.local_above_op == kNoPriority ? row.op.priority
-                                                         : row.local_above_op;
+    d.local_above_op = row.local_above_op == kNoPriority ? row.op.priority : row.local_above_op;
     d.highest_other_head = row.highest_other_head;
     d.levels = row.levels;
     d.coordinated = row.coordinated;
@@ -371,8 +334,7 @@ TEST_CASE("Decide: the rules switched off", "[scheduler][policy]") {
   FixedQueries queries;
   queries.running_below_ns = kMs;
   DeviceSnapshot d = Idle(&queries);
-  const std::vector<LevelLoad> levels = {InFlight(-1, 2, 2 * kMs),
-                                         InFlight(1, 1, 10'000)};
+  const std::vector<LevelLoad> levels = {InFlight(-1, 2, 2 * kMs), InFlight(1, 1, 10'000)};
   d.levels = levels;
   SECTION("idle_budget_excludes_running off: the running op counts") {
     d.levels = absl::MakeConstSpan(levels).subspan(0, 1);
@@ -382,8 +344,7 @@ TEST_CASE("Decide: the rules switched off", "[scheduler][policy]") {
   }
   SECTION("max_hold_ns 0: no hold bound") {
     o.max_hold_ns = 0;
-    const Decision decision =
-        Decide(Op(-1, 10'000, /*held_ns=*/1'000 * kMs), d, false, o);
+    const Decision decision = Decide(Op(-1, 10'000, /*held_ns=*/1'000 * kMs), d, false, o);
     CHECK(decision.reason == Reason::kHigherPriority);
     CHECK(decision.look_again_ns == 0);
   }
@@ -426,14 +387,14 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
   SECTION("always: any level ever seen above, here or (MPS) in a peer") {
     o.isolation = Isolation::kAlways;
     CHECK_FALSE(WantsConfinement(low, d, o));
-    CHECK(queries.asked_shares_sms == 0); // not coordinated
+    CHECK(queries.asked_shares_sms == 0);  // not coordinated
     d.local_max_seen = 0;
     CHECK(WantsConfinement(low, d, o));
     d.local_max_seen = -1;
     d.coordinated = true;
     queries.peers_ever_ceiling = 3;
     CHECK_FALSE(WantsConfinement(low, d, o));
-    CHECK(queries.asked_ever == 0); // asked only with SMs shared
+    CHECK(queries.asked_ever == 0);  // asked only with SMs shared
     queries.shares_sms = true;
     CHECK(WantsConfinement(low, d, o));
   }
@@ -450,9 +411,7 @@ struct FixedClientView {
   mutable int ceiling_reads = 0;
   mutable int peer_reads = 0;
   int priority() const { return op_priority; }
-  bool NothingMoreImportantQueued() const {
-    return nothing_more_important_queued;
-  }
+  bool NothingMoreImportantQueued() const { return nothing_more_important_queued; }
   bool AwayWorkOrders() const { return away_work_orders; }
   int MaxSeen() const { return max_seen; }
   int LocalCeiling() const {
@@ -465,9 +424,10 @@ struct FixedClientView {
   }
 };
 
-TEST_CASE("DirectIssueAllowed: the fast path asks what the dispatcher would do "
-          "at once",
-          "[scheduler][policy]") {
+TEST_CASE(
+    "DirectIssueAllowed: the fast path asks what the dispatcher would do "
+    "at once",
+    "[scheduler][policy]") {
   SchedulerOptions o = Options();
   FixedClientView v;
   SECTION("nothing about: yes, without reading the clock") {
@@ -491,15 +451,14 @@ TEST_CASE("DirectIssueAllowed: the fast path asks what the dispatcher would do "
     v.max_seen = 1;
     v.local_ceiling = 1;
     CHECK_FALSE(DirectIssueAllowed(v, o));
-    v.local_ceiling = 0; // the level above went quiet
+    v.local_ceiling = 0;  // the level above went quiet
     CHECK(DirectIssueAllowed(v, o));
   }
   SECTION("another process's level above") {
     v.peers_allow = false;
     CHECK_FALSE(DirectIssueAllowed(v, o));
   }
-  SECTION(
-      "isolation: work on a twin orders it, force, always below a level seen") {
+  SECTION("isolation: work on a twin orders it, force, always below a level seen") {
     o.isolation = Isolation::kActive;
     CHECK(DirectIssueAllowed(v, o));
     v.away_work_orders = true;
@@ -516,8 +475,7 @@ TEST_CASE("DirectIssueAllowed: the fast path asks what the dispatcher would do "
   }
 }
 
-TEST_CASE("Admit holds work while higher-priority work is pending or in flight",
-          "[scheduler]") {
+TEST_CASE("Admit holds work while higher-priority work is pending or in flight", "[scheduler]") {
   const AdmissionSnapshot s{/*highest_pending_or_in_flight=*/1, /*ceiling=*/1,
                             /*below_ceiling_in_flight_ns=*/0,
                             /*budget_ns=*/2'000'000};
@@ -526,8 +484,7 @@ TEST_CASE("Admit holds work while higher-priority work is pending or in flight",
   CHECK(Admit(2, 1000, s) == Admission::kIssue);
 }
 
-TEST_CASE("Admit keeps work below the ceiling within the budget",
-          "[scheduler]") {
+TEST_CASE("Admit keeps work below the ceiling within the budget", "[scheduler]") {
   AdmissionSnapshot s{kNoPriority, /*ceiling=*/1,
                       /*below_ceiling_in_flight_ns=*/1'500'000,
                       /*budget_ns=*/2'000'000};
@@ -542,5 +499,5 @@ TEST_CASE("Admit keeps work below the ceiling within the budget",
   }
 }
 
-} // namespace
-} // namespace gpuprio::scheduler
+}  // namespace
+}  // namespace gpuprio::scheduler
