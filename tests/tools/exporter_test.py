@@ -434,6 +434,27 @@ class LiveProgramsTest(unittest.TestCase):
             buckets = samples(families, "gpuprio_process_queueing_delay_seconds_bucket", pid=pid)
             self.assertGreater(len(buckets), 40)
             self.assertIn("1e-06", {l["le"] for l, _ in buckets})
+            # Per level: each client submits at its own priority only, so its one level row
+            # holds all its ops (a scrape reads the process's and the level's counters at
+            # slightly different moments: the level's may only trail).
+            level = by_pid[pid]["priority"]
+            by_path = {l["path"]: v for l, v in samples(
+                families, "gpuprio_level_ops_issued_total", pid=pid)}
+            self.assertEqual({l["level"] for l, _ in samples(
+                families, "gpuprio_level_ops_issued_total", pid=pid)}, {level})
+            self.assertEqual(set(by_path), {"dispatcher", "direct"})
+            self.assertGreater(sum(by_path.values()), 0)
+            self.assertLessEqual(sum(by_path.values()), ops)
+            count = samples(families, "gpuprio_level_queueing_delay_seconds_count", pid=pid)
+            self.assertEqual([l["level"] for l, _ in count], [level])
+            self.assertEqual(count[0][1], by_path["dispatcher"])
+            for family in ("gpuprio_process_isolation_reserved_sms",
+                           "gpuprio_process_isolation_device_sms",
+                           "gpuprio_process_confined_in_flight_ops",
+                           "gpuprio_process_confined_in_flight_estimated_seconds"):
+                values = samples(families, family, pid=pid)
+                self.assertEqual(len(values), 1, (family, name))
+                self.assertGreaterEqual(values[0][1], 0)
         self.assertEqual(samples(families, "gpuprio_gpu_processes", uuid=uuid), [
             ({"uuid": uuid, "domain": self.domain}, 2)])
         self.assertEqual(samples(families, "gpuprio_gpu_priority_high_water")[0][1], 1)
@@ -531,6 +552,56 @@ class DamagedSegmentsTest(unittest.TestCase):
         # Nothing was written: the files are as they were.
         self.assertTrue(stat.S_ISFIFO(os.lstat(os.path.join(
             self.user_dir, segment_writer.segment_name(UUID, "fifo"))).st_mode))
+
+    def test_level_rows(self):
+        slot = {"index": 3, "pid": os.getpid(), "default_priority": -5,
+                "ops_dispatched": 12, "ops_direct": 4, "isolation_reserved_sms": 16,
+                "isolation_device_sms": 132, "confined_in_flight_ops": 2,
+                "confined_in_flight_estimated_ns": 1_500_000,
+                "levels": [{"row": 0, "level": -5, "ops_dispatched": 9, "ops_direct": 4,
+                            "ops_confined": 7, "histogram": {"0": 2, "10": 7}},
+                           {"row": 1, "level": 100, "ops_dispatched": 1},
+                           {"row": 3, "ops_dispatched": 2, "histogram": {"47": 2}}]}
+        self.make("levels", lambda path: segment_writer.write_segment(
+            path, {"uuid": UUID, "slots": [slot]}))
+        # A row whose key is no level, and two rows of one level: garbage in a slot no process
+        # owns is no process (skipped; with a live owner the segment would be damaged).
+        bad_key = dict(slot, levels=[{"row": 2, "level_key": 202, "ops_direct": 1}])
+        self.make("badkey", lambda path: segment_writer.write_segment(
+            path, {"uuid": UUID, "slots": [bad_key]}))
+        twice = dict(slot, levels=[{"row": 0, "level": 1}, {"row": 2, "level": 1}])
+        self.make("twice", lambda path: segment_writer.write_segment(
+            path, {"uuid": UUID, "slots": [twice]}))
+        families = Exporter(self, self.shm_dir).scrape()
+        status = {l["domain"]: (l["state"], l["reason"])
+                  for l, v in samples(families, "gpuprio_segment_status")}
+        self.assertEqual(status, {"levels": ("stale", "no_live_process"),
+                                  "badkey": ("stale", "no_live_process"),
+                                  "twice": ("stale", "no_live_process")})
+        self.assertEqual({l["domain"] for l, _ in samples(families, "gpuprio_process_info")},
+                         {"levels"})
+        issued = {(l["level"], l["path"]): v for l, v in samples(
+            families, "gpuprio_level_ops_issued_total", domain="levels")}
+        self.assertEqual(issued, {("-5", "dispatcher"): 9, ("-5", "direct"): 4,
+                                  ("100", "dispatcher"): 1, ("100", "direct"): 0,
+                                  ("other", "dispatcher"): 2, ("other", "direct"): 0})
+        confined = {l["level"]: v for l, v in samples(
+            families, "gpuprio_level_ops_confined_total", domain="levels")}
+        self.assertEqual(confined, {"-5": 7, "100": 0, "other": 0})
+        counts = {l["level"]: v for l, v in samples(
+            families, "gpuprio_level_queueing_delay_seconds_count", domain="levels")}
+        self.assertEqual(counts, {"-5": 9, "100": 0, "other": 2})
+        # Bucket 0 is under 1 us; bucket 10 is [2^4.5, 2^5) us: at le=32e-6 all 9 are counted.
+        buckets = {l["le"]: v for l, v in samples(
+            families, "gpuprio_level_queueing_delay_seconds_bucket", domain="levels", level="-5")}
+        self.assertEqual(buckets["1e-06"], 2)
+        self.assertEqual(buckets["+Inf"], 9)
+        for family, value in (("gpuprio_process_isolation_reserved_sms", 16),
+                              ("gpuprio_process_isolation_device_sms", 132),
+                              ("gpuprio_process_confined_in_flight_ops", 2),
+                              ("gpuprio_process_confined_in_flight_estimated_seconds", 0.0015)):
+            self.assertEqual([v for _, v in samples(families, family, domain="levels")], [value],
+                             family)
 
     def test_cap_and_memory(self):
         for i in range(6):

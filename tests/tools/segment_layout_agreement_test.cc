@@ -54,6 +54,20 @@ const std::map<std::string, Field>& SlotFields() {
       GP_FIELD(ProcessSlot, in_flight_ops),    GP_FIELD(ProcessSlot, in_flight_estimated_ns),
       GP_FIELD(ProcessSlot, held_ns_total),    GP_FIELD(ProcessSlot, delay_histogram),
       GP_FIELD(ProcessSlot, level_last_submit_unix_ns),
+      GP_FIELD(ProcessSlot, isolation_reserved_sms),
+      GP_FIELD(ProcessSlot, isolation_device_sms),
+      GP_FIELD(ProcessSlot, confined_in_flight_ops),
+      GP_FIELD(ProcessSlot, confined_in_flight_estimated_ns),
+  };
+  return *fields;
+}
+
+const std::map<std::string, Field>& LevelRowFields() {
+  using gpuprio::coordinator::LevelRow;
+  static const auto* fields = new std::map<std::string, Field>{
+      GP_FIELD(LevelRow, level_key),    GP_FIELD(LevelRow, ops_dispatched),
+      GP_FIELD(LevelRow, ops_direct),   GP_FIELD(LevelRow, ops_confined),
+      GP_FIELD(LevelRow, delay_histogram),
   };
   return *fields;
 }
@@ -144,6 +158,9 @@ std::map<std::string, std::string> CppConstants(const std::string& magic_name) {
       {"NO_PRIORITY", std::to_string(c::kNoPriority)},
       {"DELAY_BUCKETS", std::to_string(c::kDelayBuckets)},
       {"SLOT_LIVE", std::to_string(c::kSlotLive)},
+      {"LEVEL_ROWS", std::to_string(c::kLevelRows)},
+      {"LEVEL_ROWS_OFFSET", std::to_string(offsetof(ProcessSlot, level_rows))},
+      {"LEVEL_ROW_BYTES", std::to_string(sizeof(c::LevelRow))},
       {magic_name, Hex(c::kSegmentMagic)},
   };
 }
@@ -163,21 +180,28 @@ void CheckConstants(const PythonView& view, const std::map<std::string, std::str
 
 constexpr char kConstNames[] =
     "LAYOUT_VERSION,READY_WORD,HEADER_BYTES,SLOT_BYTES,SLOT_COUNT,SEGMENT_BYTES,NO_PRIORITY,"
-    "DELAY_BUCKETS,SLOT_LIVE,SEGMENT_MAGIC,MAGIC,HISTOGRAM_OFFSET,LEVEL_LAST_SUBMIT_OFFSET";
+    "DELAY_BUCKETS,SLOT_LIVE,SEGMENT_MAGIC,MAGIC,HISTOGRAM_OFFSET,LEVEL_LAST_SUBMIT_OFFSET,"
+    "LEVEL_ROWS,LEVEL_ROWS_OFFSET,LEVEL_ROW_BYTES,LEVEL_ROW_HISTOGRAM_OFFSET";
 
 TEST_CASE("The launcher reads the segment at the C++ layout's offsets", "[tools][coordinator]") {
   const PythonView view =
-      Load("tools/cli/gpuprio_cli/segment_layout.py", kConstNames, "HEADER_FIELDS,SLOT_FIELDS");
+      Load("tools/cli/gpuprio_cli/segment_layout.py", kConstNames,
+           "HEADER_FIELDS,SLOT_FIELDS,LEVEL_ROW_FIELDS");
   CheckTable(view.tables.at("HEADER_FIELDS"), HeaderFields(), "SegmentHeader");
   CheckTable(view.tables.at("SLOT_FIELDS"), SlotFields(), "ProcessSlot");
-  CheckConstants(view, CppConstants("SEGMENT_MAGIC"), 9);
+  CheckTable(view.tables.at("LEVEL_ROW_FIELDS"), LevelRowFields(), "LevelRow");
+  CheckConstants(view, CppConstants("SEGMENT_MAGIC"), 12);
 }
 
 TEST_CASE("The tests' segment writer writes at the C++ layout's offsets", "[tools][coordinator]") {
-  const PythonView view = Load("tests/tools/segment_writer.py", kConstNames, "HEADER,SLOT");
+  const PythonView view =
+      Load("tests/tools/segment_writer.py", kConstNames, "HEADER,SLOT,LEVEL_ROW");
   CheckTable(view.tables.at("HEADER"), HeaderFields(), "SegmentHeader");
   CheckTable(view.tables.at("SLOT"), SlotFields(), "ProcessSlot");
-  CheckConstants(view, CppConstants("MAGIC"), 9);
+  CheckTable(view.tables.at("LEVEL_ROW"), LevelRowFields(), "LevelRow");
+  CheckConstants(view, CppConstants("MAGIC"), 12);
+  CHECK(view.consts.at("LEVEL_ROW_HISTOGRAM_OFFSET") ==
+        std::to_string(offsetof(gpuprio::coordinator::LevelRow, delay_histogram)));
   CHECK(view.consts.at("HISTOGRAM_OFFSET") ==
         std::to_string(offsetof(ProcessSlot, delay_histogram)));
   CHECK(view.consts.at("LEVEL_LAST_SUBMIT_OFFSET") ==

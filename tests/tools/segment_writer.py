@@ -38,8 +38,11 @@ Spec keys, all optional:
                 default 1), default_priority, active_priority, max_seen_priority, held,
                 command (a string, or command_hex for raw bytes), ops_dispatched, ops_direct,
                 queued_ops, queued_estimated_ns, in_flight_ops, in_flight_estimated_ns,
-                held_ns_total, histogram ({"bucket": count}) and raw_fields ({"offset": [struct
-                format, value]}) to write anything anywhere in the slot
+                held_ns_total, isolation_reserved_sms, isolation_device_sms,
+                confined_in_flight_ops, confined_in_flight_estimated_ns, histogram ({"bucket":
+                count}), levels (a list of {"row": 0..3 (3: other_levels), "level" or a raw
+                "level_key", ops_dispatched, ops_direct, ops_confined, histogram}) and raw_fields
+                ({"offset": [struct format, value]}) to write anything anywhere in the slot
   random_bytes  a seed: the whole file is random bytes from it (the size of a segment)
   truncate_to   set the file's size to this many bytes after writing it (larger: sparse)
   mode          the file's permission bits as an octal string (default "0600")
@@ -93,7 +96,22 @@ SLOT = {
     "in_flight_ops": (120, "<q"),
     "in_flight_estimated_ns": (128, "<q"),
     "held_ns_total": (136, "<Q"),
+    "isolation_reserved_sms": (2136, "<i"),
+    "isolation_device_sms": (2140, "<i"),
+    "confined_in_flight_ops": (2144, "<q"),
+    "confined_in_flight_estimated_ns": (2152, "<q"),
 }
+# The slot's per-level rows (LevelRow): LEVEL_ROWS claimed ones, then other_levels.
+LEVEL_ROWS = 3
+LEVEL_ROWS_OFFSET = 2168
+LEVEL_ROW_BYTES = 32 + 8 * DELAY_BUCKETS
+LEVEL_ROW = {
+    "level_key": (0, "<I"),
+    "ops_dispatched": (8, "<Q"),
+    "ops_direct": (16, "<Q"),
+    "ops_confined": (24, "<Q"),
+}
+LEVEL_ROW_HISTOGRAM_OFFSET = 32
 HISTOGRAM_OFFSET = 144  # ProcessSlot::delay_histogram, DELAY_BUCKETS uint64 counts
 LEVEL_LAST_SUBMIT_OFFSET = 528  # ProcessSlot::level_last_submit_unix_ns, 201 int64 (not written)
 
@@ -152,8 +170,24 @@ def pack_slot(buffer, spec):
         bucket = int(bucket)
         assert 0 <= bucket < DELAY_BUCKETS, bucket
         struct.pack_into("<Q", buffer, base + HISTOGRAM_OFFSET + 8 * bucket, int(count))
+    for row in spec.get("levels", []):
+        pack_level_row(buffer, base, row)
     for offset, (fmt, value) in spec.get("raw_fields", {}).items():
         struct.pack_into(fmt, buffer, base + int(offset), value)
+
+
+def pack_level_row(buffer, slot_base, spec):
+    """Row spec["row"] (0..LEVEL_ROWS; LEVEL_ROWS is other_levels) of the slot at slot_base."""
+    index = int(spec["row"])
+    assert 0 <= index <= LEVEL_ROWS, index
+    base = slot_base + LEVEL_ROWS_OFFSET + index * LEVEL_ROW_BYTES
+    values = {"level_key": spec.get("level_key", int(spec.get("level", -101)) + 101)}
+    for name, (offset, fmt) in LEVEL_ROW.items():
+        struct.pack_into(fmt, buffer, base + offset, values.get(name, spec.get(name, 0)))
+    for bucket, count in spec.get("histogram", {}).items():
+        bucket = int(bucket)
+        assert 0 <= bucket < DELAY_BUCKETS, bucket
+        struct.pack_into("<Q", buffer, base + LEVEL_ROW_HISTOGRAM_OFFSET + 8 * bucket, int(count))
 
 
 def segment_bytes(spec):

@@ -209,6 +209,27 @@ PROCESS_FAMILIES = (
      "Queueing delay (submit to issue) of the ops issued by the dispatcher, from the "
      "segment's half-octave microsecond buckets; _sum is an estimate from the bucket "
      "midpoints (the open last bucket counted at its lower bound)"),
+    ("gpuprio_process_isolation_reserved_sms", "gauge",
+     "SMs kept free of confined work on this GPU (0: the process has no SM partition)"),
+    ("gpuprio_process_isolation_device_sms", "gauge",
+     "The GPU's SMs as the process's SM partition counts them (0: no partition)"),
+    ("gpuprio_process_confined_in_flight_ops", "gauge",
+     "Ops in flight on twin streams, confined to the SMs outside the reserve"),
+    ("gpuprio_process_confined_in_flight_estimated_seconds", "gauge",
+     "Estimated GPU time of the confined ops in flight"),
+)
+# Per priority level of a process (label level: the level, or "other" for the levels beyond the
+# slot's rows).
+LEVEL_FAMILIES = (
+    ("gpuprio_level_ops_issued_total", "counter",
+     "Ops of this level issued, by path: dispatcher (queued first) or direct (issued by the "
+     "calling thread)"),
+    ("gpuprio_level_ops_confined_total", "counter",
+     "Ops of this level the dispatcher issued onto twin streams (confined to the SMs outside "
+     "the reserve)"),
+    ("gpuprio_level_queueing_delay_seconds", "histogram",
+     "Queueing delay (submit to issue) of this level's ops issued by the dispatcher; buckets and "
+     "_sum as gpuprio_process_queueing_delay_seconds"),
 )
 
 class Exporter:
@@ -358,7 +379,7 @@ class Exporter:
             m.add("gpuprio_segments", count, (("state", state),))
         for name, kind, help_text in GPU_FAMILIES:
             m.declare(name, kind, help_text)
-        for name, kind, help_text in PROCESS_FAMILIES:
+        for name, kind, help_text in PROCESS_FAMILIES + LEVEL_FAMILIES:
             m.declare(name, kind, help_text)
         seen = set()
         for segment in result["segments"]:
@@ -415,20 +436,33 @@ class Exporter:
             if old is not None:
                 m.add("gpuprio_process_heartbeat_unchanged_seconds", 0.0, labels)
             self.heartbeats[key] = (slot["heartbeat"], now_ns)
-        counts = slot["delay_histogram"]
+        self.histogram(m, "gpuprio_process_queueing_delay_seconds", slot["delay_histogram"],
+                       labels)
+        m.add("gpuprio_process_isolation_reserved_sms", slot["isolation_reserved_sms"], labels)
+        m.add("gpuprio_process_isolation_device_sms", slot["isolation_device_sms"], labels)
+        m.add("gpuprio_process_confined_in_flight_ops", slot["confined_in_flight_ops"], labels)
+        m.add("gpuprio_process_confined_in_flight_estimated_seconds",
+              slot["confined_in_flight_estimated_ns"] / 1e9, labels)
+        for level, row in slot["levels"]:
+            at = labels + (("level", str(level)),)
+            m.add("gpuprio_level_ops_issued_total", row["ops_dispatched"],
+                  at + (("path", "dispatcher"),))
+            m.add("gpuprio_level_ops_issued_total", row["ops_direct"], at + (("path", "direct"),))
+            m.add("gpuprio_level_ops_confined_total", row["ops_confined"], at)
+            self.histogram(m, "gpuprio_level_queueing_delay_seconds", row["delay_histogram"], at)
+
+    def histogram(self, m, family, counts, labels):
+        """The segment's half-octave delay buckets as a Prometheus histogram."""
         cumulative, bucket = 0, 0
         for upper_us, last in self.le_bounds:
             while bucket <= last:
                 cumulative += counts[bucket]
                 bucket += 1
-            m.add("gpuprio_process_queueing_delay_seconds", cumulative,
-                  labels + (("le", format_value(upper_us / 1e6)),), "_bucket")
+            m.add(family, cumulative, labels + (("le", format_value(upper_us / 1e6)),), "_bucket")
         total = sum(counts)
-        m.add("gpuprio_process_queueing_delay_seconds", total, labels + (("le", "+Inf"),),
-              "_bucket")
-        m.add("gpuprio_process_queueing_delay_seconds",
-              sum(c * mid for c, mid in zip(counts, self.midpoints)), labels, "_sum")
-        m.add("gpuprio_process_queueing_delay_seconds", total, labels, "_count")
+        m.add(family, total, labels + (("le", "+Inf"),), "_bucket")
+        m.add(family, sum(c * mid for c, mid in zip(counts, self.midpoints)), labels, "_sum")
+        m.add(family, total, labels, "_count")
 
     def self_metrics(self, m, result, failed):
         families = (

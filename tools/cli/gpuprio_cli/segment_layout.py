@@ -64,8 +64,28 @@ SLOT_FIELDS = {  # offsets within one ProcessSlot
     "in_flight_estimated_ns": (128, "<q"),
     "held_ns_total": (136, "<Q"),
     "delay_histogram": (144, f"<{DELAY_BUCKETS}Q"),
+    # Written by libraries since the level rows (older ones left these bytes zero).
+    "isolation_reserved_sms": (2136, "<i"),
+    "isolation_device_sms": (2140, "<i"),
+    "confined_in_flight_ops": (2144, "<q"),
+    "confined_in_flight_estimated_ns": (2152, "<q"),
 }
-SLOT_GAUGES = ("queued_ops", "queued_estimated_ns", "in_flight_ops", "in_flight_estimated_ns")
+# A slot's per-level rows (LevelRow): LEVEL_ROWS claimed by the first levels that counted an op,
+# then one more (other_levels) for every other level. level_key is 0 while a row is unused, else
+# priority - PRIORITY_MIN + 1; other_levels' key means nothing.
+LEVEL_ROWS = 3  # kLevelRows
+LEVEL_ROWS_OFFSET = 2168  # offsetof(ProcessSlot, level_rows)
+LEVEL_ROW_BYTES = 32 + 8 * DELAY_BUCKETS  # sizeof(LevelRow)
+LEVEL_ROW_FIELDS = {  # offsets within one LevelRow
+    "level_key": (0, "<I"),
+    "ops_dispatched": (8, "<Q"),
+    "ops_direct": (16, "<Q"),
+    "ops_confined": (24, "<Q"),
+    "delay_histogram": (32, f"<{DELAY_BUCKETS}Q"),
+}
+SLOT_GAUGES = ("queued_ops", "queued_estimated_ns", "in_flight_ops", "in_flight_estimated_ns",
+               "isolation_reserved_sms", "isolation_device_sms", "confined_in_flight_ops",
+               "confined_in_flight_estimated_ns")
 SLOT_PRIORITIES = ("default_priority", "active_priority", "max_seen_priority")
 
 # Where the segments are (segment_directory.h): GPUPRIO_SHM_DIR holds one directory per owner,

@@ -13,7 +13,8 @@ import struct
 import time
 
 from .segment_layout import (
-    DIRECTORY_NAME, HEADER_BYTES, HEADER_FIELDS, LAYOUT_VERSION, NO_PRIORITY, PRIORITY_MAX,
+    DIRECTORY_NAME, HEADER_BYTES, HEADER_FIELDS, LAYOUT_VERSION, LEVEL_ROW_BYTES, LEVEL_ROW_FIELDS,
+    LEVEL_ROWS, LEVEL_ROWS_OFFSET, NO_PRIORITY, PRIORITY_MAX,
     PRIORITY_MIN, READY_WORD, SEGMENT_BYTES, SEGMENT_FILE_NAME, SEGMENT_MAGIC, SHM_DIR, SLOT_BYTES,
     SLOT_CLAIMED, SLOT_COUNT, SLOT_FIELDS, SLOT_FREE, SLOT_GAUGES, SLOT_LIVE, SLOT_PRIORITIES)
 from .util import UsageError, ascii_text
@@ -94,7 +95,33 @@ def parse_slot(data, base, index):
             raise BadSegment(f"{where}: {name} is {slot[name]}, which cannot be negative")
     slot["index"] = index
     slot["command"] = command_text(slot["command"])
+    slot["levels"] = parse_level_rows(data, base, where)
     return slot
+
+
+def parse_level_rows(data, base, where):
+    """The slot's per-level rows in use, as (level, row) pairs: level an int for a claimed row,
+    "other" for the shared row (listed only once it counted something)."""
+    rows, seen = [], set()
+    for i in range(LEVEL_ROWS + 1):
+        row = unpack_fields(data, base + LEVEL_ROWS_OFFSET + i * LEVEL_ROW_BYTES,
+                            LEVEL_ROW_FIELDS)
+        if i == LEVEL_ROWS:
+            if row["ops_dispatched"] or row["ops_direct"]:
+                rows.append(("other", row))
+            continue
+        key = row["level_key"]
+        if key == 0:
+            continue
+        level = key - 1 + PRIORITY_MIN
+        if not PRIORITY_MIN <= level <= PRIORITY_MAX:
+            raise BadSegment(f"{where}: level row {i} has key {key}, not a level in "
+                             f"[{PRIORITY_MIN}, {PRIORITY_MAX}]")
+        if level in seen:
+            raise BadSegment(f"{where}: level {level} has two rows")
+        seen.add(level)
+        rows.append((level, row))
+    return rows
 
 
 def slot_lock_held(fd, index):
