@@ -10,6 +10,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "hook/api_table.h"
 #include "hook/call_counters.h"
 #include "hook/scheduler_bridge.h"
@@ -25,8 +27,8 @@ CUresult CallDriver(Real real, Args... args) {
   return real(args...);
 }
 
-template <ApiId kId, ApiClass kClass = Info(kId).api_class>
-struct Interceptor {
+// A row gpuprio does not schedule: the call goes to the driver.
+struct Unscheduled {
   template <typename Real, typename... Args>
   static CUresult Call(CallPath /*path*/, Real real, Args... args) {
     return CallDriver(real, args...);
@@ -52,12 +54,13 @@ struct ScheduledEntry {
   }
 };
 
-template <ApiId kId>
-struct Interceptor<kId, ApiClass::kOrdered> : ScheduledEntry<kId> {};
-template <ApiId kId>
-struct Interceptor<kId, ApiClass::kInline> : ScheduledEntry<kId> {};
-template <ApiId kId>
-struct Interceptor<kId, ApiClass::kSync> : ScheduledEntry<kId> {};
+constexpr bool IsScheduledClass(ApiClass c) {
+  return c == ApiClass::kOrdered || c == ApiClass::kInline || c == ApiClass::kSync;
+}
+
+template <ApiId kId, ApiClass kClass = Info(kId).api_class>
+struct Interceptor
+    : std::conditional_t<IsScheduledClass(kClass), ScheduledEntry<kId>, Unscheduled> {};
 
 }  // namespace gpuprio::hook
 

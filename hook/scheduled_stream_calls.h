@@ -15,8 +15,20 @@ namespace gpuprio::hook {
 // True when `p` is host memory the driver does not know (pageable).
 bool IsPageableHostMemory(const void* p);
 
+// An event record or a wait on an event: a by-value op that costs a signal, whose Steps are made
+// from the scheduler and the call's event.
+template <ApiId kId, typename Steps>
+struct EventOpHandler {
+  template <typename Real, typename... Args>
+  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
+    Steps steps(s, FirstArg<CUevent>(args...));
+    return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
+  }
+};
+
 // An event record: where it went decides what a later wait on the event must follow.
 struct EventRecordSteps : NoExtraSteps {
+  EventRecordSteps(scheduler::Scheduler* s, CUevent e) : event(s->BeginRecord(e)) {}
   scheduler::Scheduler::EventState* event;
   bool MayPassQueuedWork() const { return false; }
   // Recorded now: a later wait follows no queue.
@@ -27,17 +39,12 @@ struct EventRecordSteps : NoExtraSteps {
 };
 
 template <ApiId kId>
-struct EventRecordHandler {
-  template <typename Real, typename... Args>
-  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
-    EventRecordSteps steps;
-    steps.event = s->BeginRecord(FirstArg<CUevent>(args...));
-    return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
-  }
-};
+using EventRecordHandler = EventOpHandler<kId, EventRecordSteps>;
 
 // A wait on an event follows the event's queued record, wherever the wait runs.
 struct StreamWaitEventSteps : NoExtraSteps {
+  StreamWaitEventSteps(scheduler::Scheduler* s, CUevent e)
+      : event(s->Event(e)), recorder(s->RecordToFollow(event)) {}
   scheduler::Scheduler::EventState* event;
   scheduler::StreamState* recorder;  // Scheduler::RecordToFollow
   bool MayIssueDirect() const { return recorder == nullptr; }
@@ -50,15 +57,7 @@ struct StreamWaitEventSteps : NoExtraSteps {
 };
 
 template <ApiId kId>
-struct StreamWaitEventHandler {
-  template <typename Real, typename... Args>
-  static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
-    StreamWaitEventSteps steps;
-    steps.event = s->Event(FirstArg<CUevent>(args...));
-    steps.recorder = s->RecordToFollow(steps.event);
-    return ScheduleByValue<kId>(s, steps, kSignalCostHintNs, real, args...);
-  }
-};
+using StreamWaitEventHandler = EventOpHandler<kId, StreamWaitEventSteps>;
 
 // Host pointers are the arguments of type `const void*` / `void*` (HtoD source, DtoH
 // destination) or, for cuMemcpyAsync, either unified address.
