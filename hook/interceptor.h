@@ -54,6 +54,8 @@ struct ScheduledEntry {
   }
 };
 
+// The classes the scheduler takes; kPassThrough and kSelf rows go to the driver unless a full
+// specialisation of Interceptor takes them (cuGetProcAddress, the profiler calls).
 constexpr bool IsScheduledClass(ApiClass c) {
   return c == ApiClass::kOrdered || c == ApiClass::kInline || c == ApiClass::kSync;
 }
