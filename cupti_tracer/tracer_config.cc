@@ -7,7 +7,6 @@
 namespace gpuprio::tracer {
 
 ParsedEnv<TracerConfig> ParseTracerConfig(GetenvFunction getenv) {
-  constexpr int64_t kMaxTraceMb = 1 << 20;
   EnvReader env(getenv);
   TracerConfig config;
   if (const auto path = env.Get("GPUPRIO_TRACE")) config.path = std::string(*path);
@@ -15,19 +14,19 @@ ParsedEnv<TracerConfig> ParseTracerConfig(GetenvFunction getenv) {
     config.cupti_library = std::string(*library);
   }
   int64_t max_mb = static_cast<int64_t>(config.max_bytes >> 20);
-  env.ReadInteger("GPUPRIO_TRACE_MAX_MB", 1, kMaxTraceMb, "an integer number of MiB",
-                  "using the default (512)", &max_mb);
+  env.ReadInteger(env_var::GPUPRIO_TRACE_MAX_MB, "an integer number of MiB", &max_mb);
   config.max_bytes = static_cast<size_t>(max_mb) << 20;
   env.ReadChoice<bool>("GPUPRIO_TRACE_ALL_APIS", {{"0", false}, {"1", true}},
-                       "using the default (0)", &config.all_apis);
-  // Whole seconds, as nsys's --delay and --duration; at most a year.
-  constexpr int64_t kMaxWindowSeconds = int64_t{366} * 24 * 3600;  // env_vars.def's max
-  int64_t delay_s = 0;
-  env.ReadInteger("GPUPRIO_TRACE_DELAY_S", 0, kMaxWindowSeconds, "an integer number of seconds",
+                       UsingTheDefault(env_var::GPUPRIO_TRACE_ALL_APIS), &config.all_apis);
+  // Whole seconds, as nsys's --delay and --duration, in the table's range (a year at most).
+  const KnownEnvVar& delay = env_var::GPUPRIO_TRACE_DELAY_S;
+  int64_t delay_s = IntegerDefault(delay);
+  env.ReadInteger("GPUPRIO_TRACE_DELAY_S", delay.min, delay.max, "an integer number of seconds",
                   "recording from the start", &delay_s);
-  int64_t duration_s = 0;
+  const KnownEnvVar& duration = env_var::GPUPRIO_TRACE_DURATION_S;
+  int64_t duration_s = IntegerDefault(duration);
   // 0: until exit.
-  if (env.ReadInteger("GPUPRIO_TRACE_DURATION_S", 0, kMaxWindowSeconds,
+  if (env.ReadInteger("GPUPRIO_TRACE_DURATION_S", duration.min, duration.max,
                       "an integer number of seconds", "recording until exit", &duration_s) &&
       duration_s > 0) {
     config.window.duration = absl::Seconds(duration_s);

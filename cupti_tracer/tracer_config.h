@@ -1,6 +1,7 @@
-// The tracer's settings, read from the environment by the rule of scheduler/base/env_reader.h:
+// The tracer's settings, read from the environment by the rule of scheduler/base/env_reader.h
+// (ranges and defaults: scheduler/base/env_vars.def):
 //   GPUPRIO_TRACE          the trace file; unset: no trace
-//   GPUPRIO_TRACE_MAX_MB   memory cap of the trace, 1..1048576 (default 512)
+//   GPUPRIO_TRACE_MAX_MB   memory cap of the trace (MiB)
 //   GPUPRIO_CUPTI_LIBRARY  the libcupti to load (path or soname) instead of the search list
 //   GPUPRIO_TRACE_ALL_APIS 1: API records for every CUDA call, not only stream work and syncs
 //   GPUPRIO_TRACE_DELAY_S  record from this many seconds after tracing starts (default 0)
@@ -22,7 +23,7 @@ namespace gpuprio::tracer {
 
 struct TracerConfig {
   std::string path;            // GPUPRIO_TRACE; empty: no trace
-  size_t max_bytes = size_t{512} << 20;
+  size_t max_bytes = static_cast<size_t>(IntegerDefault(env_var::GPUPRIO_TRACE_MAX_MB)) << 20;
   std::string cupti_library;   // GPUPRIO_CUPTI_LIBRARY; empty: the default search
   bool all_apis = false;       // GPUPRIO_TRACE_ALL_APIS: 1 records every API call
   CaptureWindowOptions window;  // GPUPRIO_TRACE_DELAY_S, _DURATION_S, _RANGE
