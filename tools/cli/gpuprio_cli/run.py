@@ -47,12 +47,14 @@ def parse_env_table(text):
 
 
 _env_table = None
+_env_table_read = False
 
 
-def env_table():
-    """The table, or {} (with one warning) when it cannot be found: the library still checks."""
-    global _env_table
-    if _env_table is None:
+def read_env_table():
+    """The table, or None when it cannot be found (read once)."""
+    global _env_table, _env_table_read
+    if not _env_table_read:
+        _env_table_read = True
         for path in env_table_candidates():
             try:
                 with open(path, encoding="utf-8") as f:
@@ -60,12 +62,40 @@ def env_table():
                 break
             except (OSError, ValueError):
                 continue
-        else:
+    return _env_table
+
+
+_env_table_warned = False
+
+
+def env_table():
+    """The table, or {} (with one warning) when it cannot be found: the library still checks."""
+    global _env_table_warned
+    table = read_env_table()
+    if table is None:
+        if not _env_table_warned:
+            _env_table_warned = True
             print(f"gpuprio: warning: {ENV_TABLE_NAME} not found (looked in "
                   f"{', '.join(env_table_candidates())}); values are passed on unchecked",
                   file=sys.stderr)
-            _env_table = {}
-    return _env_table
+        return {}
+    return table
+
+
+def library_default(name, quote=False):
+    """"; the library's default is D" for the help of an option, D from the table; "" when the
+    table is not there (help needs no warning)."""
+    entry = (read_env_table() or {}).get(name)
+    if entry is None:
+        return ""
+    default = f"'{entry['default']}'" if quote else entry["default"]
+    return f"; the library's default is {default}"
+
+
+def table_range(name):
+    """"in [MIN, MAX]" of an integer entry, from the table ("" without it)."""
+    entry = (read_env_table() or {}).get(name)
+    return f"in [{entry['min']}, {entry['max']}]" if entry else ""
 
 
 def check_env_value(option, name, text):
@@ -223,23 +253,24 @@ def add_config_options(parser):
     group.add_argument(
         "--budget-us", metavar="N",
         help="in-flight budget of lower priorities, microseconds of estimated GPU time "
-             "(GPUPRIO_BUDGET_US; the library's default is 2000)")
+             f"(GPUPRIO_BUDGET_US{library_default('GPUPRIO_BUDGET_US')})")
     group.add_argument("--trace", metavar="FILE",
                        help="write a Chrome trace to FILE (GPUPRIO_TRACE)")
     group.add_argument(
         "--domain", metavar="NAME",
         help="coordinate only with processes of this domain: 1 to 64 of A-Z a-z 0-9 _ . - "
-             "(GPUPRIO_DOMAIN; the library's default is 'default')")
+             f"(GPUPRIO_DOMAIN{library_default('GPUPRIO_DOMAIN', quote=True)})")
     group.add_argument(
         "--isolation", metavar="I",
-        help="spatial isolation: active, always, off or force (GPUPRIO_ISOLATION; the "
-             "library's default is active)")
+        help="spatial isolation: active, always, off or force "
+             f"(GPUPRIO_ISOLATION{library_default('GPUPRIO_ISOLATION')})")
     group.add_argument(
         "--reserved-sms", metavar="N",
         help="SMs kept free for more important work while lower work is confined, an integer "
-             "in [0, 1024]; 0 turns isolation off (GPUPRIO_RESERVED_SMS; the library's default "
-             "is 16: at least that many stay free, as the confined part is rounded down to the "
-             "device's split granularity, so 20 on an H100)")
+             f"{table_range('GPUPRIO_RESERVED_SMS')}; 0 turns isolation off "
+             f"(GPUPRIO_RESERVED_SMS{library_default('GPUPRIO_RESERVED_SMS')}: at least that "
+             "many stay free, as the confined part is rounded down to the device's split "
+             "granularity, so 20 on an H100 with 16)")
     group.add_argument(
         "--lib", metavar="PATH",
         help=f"{LIB_NAME} to preload (default: $GPUPRIO_LIB, else the Bazel build tree, "
