@@ -30,6 +30,7 @@
 #include "scheduler/coordinator/segment_directory.h"
 #include "scheduler/coordinator/segment_name.h"
 #include "tests/client_env.h"
+#include "tests/coordinator/spawned_client.h"
 #include "tests/runfiles.h"
 
 namespace gpuprio_test {
@@ -40,72 +41,6 @@ using gpuprio::base::SteadyNowNs;
 // The fake driver's device 0 UUID ("fakecuda", then zeros).
 constexpr uint8_t kFakeUuid[16] = {'f', 'a', 'k', 'e', 'c', 'u', 'd', 'a'};
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A client process running in the background, its output in files.
-class Client {
- public:
-  Client(const std::vector<std::string>& argv, const Env& extra_env) {
-    static int counter = 0;
-    const std::string base = absl::StrCat(TempDir(), "/client_", getpid(), "_", ++counter);
-    out_ = base + ".out";
-    err_ = base + ".err";
-    const std::vector<std::string> env = ChildEnvironment(extra_env);
-    std::vector<char*> cargv, cenv;
-    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-    cenv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    REQUIRE(posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    spawned_ = pid_;
-  }
-  ~Client() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  pid_t pid() const { return spawned_; }
-  void Kill() { kill(pid_, SIGKILL); }
-  // Waits (bounded: a hang fails the test instead of stalling it) and returns the exit code, or
-  // 128 + signal.
-  int Wait(int timeout_s = 120) {
-    int status = 0;
-    for (int i = 0; i < timeout_s * 100; ++i) {
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      usleep(10'000);
-    }
-    FAIL("client " << pid_ << " hung; stderr:\n" << ReadFile(err_));
-    return -1;
-  }
-  std::string Out() const { return ReadFile(out_); }
-  std::string Err() const { return ReadFile(err_); }
-
- private:
-  pid_t pid_ = -1;      // -1 once reaped
-  pid_t spawned_ = -1;
-  std::string out_, err_;
-};
 
 struct Interval {
   int64_t begin, end;
@@ -208,9 +143,9 @@ constexpr int kBursts = 12;
 std::pair<int, int> RunBurstsBesideStream(const std::string& client, Env low_extra,
                                           Env high_extra) {
   Files files;
-  Client low({client, "stream", files.ready, files.stop, "2000"},
+  SpawnedClient low({client, "stream", files.ready, files.stop, "2000"},
              Environment("low", std::move(low_extra)));
-  Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+  SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
               Environment("high", std::move(high_extra)));
   REQUIRE(high.Wait() == 0);
   files.Stop();
@@ -223,8 +158,8 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
   const std::string client = ClientPath();
   SECTION("coordinated") {
     Files files;
-    Client low({client, "stream", files.ready, files.stop, "2000"}, Environment("low"));
-    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+    SpawnedClient low({client, "stream", files.ready, files.stop, "2000"}, Environment("low"));
+    SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
                 Environment("high"));
     REQUIRE(high.Wait() == 0);
     files.Stop();
@@ -286,8 +221,8 @@ TEST_CASE("Under MPS a low process's kernels run in the SM partition while a hig
     INFO((mps ? "MPS" : "time-sliced"));
     const Env extra = {{"FAKECUDA_MPS", mps ? "1" : "0"}, {"GPUPRIO_ISOLATION", "active"}};
     Files files;
-    Client low({client, "stream", files.ready, files.stop, "2000"}, Environment("low", extra));
-    Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+    SpawnedClient low({client, "stream", files.ready, files.stop, "2000"}, Environment("low", extra));
+    SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
                 Environment("high", extra));
     REQUIRE(high.Wait() == 0);
     files.Stop();
@@ -340,10 +275,10 @@ constexpr double kHoldCpuBoundMsPerS = 100;
 std::pair<HoldReport, HoldReport> RunHold(Env high_extra, Env low_extra) {
   const std::string client = ClientPath();
   Files files;
-  Client high({client, "hold", "high", files.ready, "1500000"},
+  SpawnedClient high({client, "hold", "high", files.ready, "1500000"},
               Environment("high", std::move(high_extra)));
   low_extra.push_back({"GPUPRIO_MAX_HOLD_MS", "0"});
-  Client low({client, "hold", "low", files.ready, "0"}, Environment("low", std::move(low_extra)));
+  SpawnedClient low({client, "hold", "low", files.ready, "0"}, Environment("low", std::move(low_extra)));
   REQUIRE(high.Wait() == 0);
   REQUIRE(low.Wait() == 0);
   return {ParseHold(high.Out()), ParseHold(low.Out())};
@@ -391,9 +326,9 @@ TEST_CASE("Three processes: normal and low both wait for high", "[coordinator]")
   const std::string client = ClientPath();
   Files files;
   Files unused;
-  Client low({client, "stream", unused.ready, files.stop, "2000"}, Environment("low"));
-  Client normal({client, "stream", files.ready, files.stop, "2000"}, Environment("normal"));
-  Client high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+  SpawnedClient low({client, "stream", unused.ready, files.stop, "2000"}, Environment("low"));
+  SpawnedClient normal({client, "stream", files.ready, files.stop, "2000"}, Environment("normal"));
+  SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
               Environment("high"));
   REQUIRE(high.Wait() == 0);
   files.Stop();
@@ -419,8 +354,8 @@ TEST_CASE("SIGKILL of either side at random points: no hang, the slot reclaimed,
     const bool kill_high = round % 2 == 0;
     Files files;
     // High: chains back to back (5 x 1 ms every 5 ms): almost always active when killed.
-    Client low({client, "stream", files.ready, files.stop, "1000"}, Environment("low"));
-    Client high({client, "burst", files.ready, "100", "5000", "5", "1000"}, Environment("high"));
+    SpawnedClient low({client, "stream", files.ready, files.stop, "1000"}, Environment("low"));
+    SpawnedClient high({client, "burst", files.ready, "100", "5000", "5", "1000"}, Environment("high"));
     for (int i = 0; i < 3000 && access(files.ready.c_str(), F_OK) != 0; ++i) usleep(1000);
     REQUIRE(access(files.ready.c_str(), F_OK) == 0);
     usleep(std::uniform_int_distribution<int>(0, 40'000)(random));
@@ -486,7 +421,7 @@ TEST_CASE("A garbage segment: one clear message, and the process runs with local
   chmod(path.c_str(), 0600);
   Files files;
   files.Stop();  // a few launches, then stop
-  Client low({ClientPath(), "stream", files.ready, files.stop, "100"},
+  SpawnedClient low({ClientPath(), "stream", files.ready, files.stop, "100"},
              Environment("low", {{"GPUPRIO_DOMAIN", domain}}));
   CHECK(low.Wait() == 0);
   const std::string err = low.Err();

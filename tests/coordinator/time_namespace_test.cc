@@ -36,6 +36,7 @@
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/coordinator/segment_layout.h"
 #include "tests/client_env.h"
+#include "tests/coordinator/spawned_client.h"
 #include "tests/runfiles.h"
 
 namespace gpuprio_test {
@@ -48,18 +49,6 @@ constexpr char kUnshare[] = "/usr/bin/unshare";
 // The fake driver's device 0 UUID ("fakecuda", then zeros).
 constexpr uint8_t kFakeUuid[16] = {'f', 'a', 'k', 'e', 'c', 'u', 'd', 'a'};
 constexpr int64_t kSecondNs = 1'000'000'000;
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
@@ -78,76 +67,6 @@ std::string TimeNamespaceUnavailable(int64_t offset_s) {
   return "";
 }
 
-// A client process running in the background, its output in files; killed (and continued, if it
-// was stopped) and reaped when the object goes.
-class Client {
- public:
-  Client(const std::vector<std::string>& argv, const Env& extra_env) {
-    static int counter = 0;
-    const std::string base = absl::StrCat(TempDir(), "/timens_client_", getpid(), "_", ++counter);
-    out_ = base + ".out";
-    err_ = base + ".err";
-    const std::vector<std::string> env = ChildEnvironment(extra_env);
-    std::vector<char*> cargv, cenv;
-    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-    cenv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int spawned = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
-    posix_spawn_file_actions_destroy(&actions);
-    REQUIRE(spawned == 0);
-    spawned_ = pid_;
-  }
-  ~Client() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      kill(pid_, SIGCONT);
-      waitpid(pid_, nullptr, 0);
-    }
-    unlink(out_.c_str());
-    unlink(err_.c_str());
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  // The client's own pid: unshare execs it in place, in the new time namespace.
-  pid_t pid() const { return spawned_; }
-  void Signal(int signal) const {
-    if (pid_ > 0) kill(pid_, signal);
-  }
-  // Whether the process is stopped (state T in /proc/<pid>/stat).
-  bool Stopped() const {
-    const std::string stat = ReadFile(absl::StrCat("/proc/", spawned_, "/stat"));
-    const size_t paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
-  }
-  // Waits (bounded: a hang fails the test instead of stalling it) and returns the exit code, or
-  // 128 + signal.
-  int Wait(int timeout_s = 120) {
-    int status = 0;
-    for (int i = 0; i < timeout_s * 100; ++i) {
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      usleep(10'000);
-    }
-    FAIL("client " << pid_ << " hung; stderr:\n" << Err());
-    return -1;
-  }
-  std::string Out() const { return ReadFile(out_); }
-  std::string Err() const { return ReadFile(err_); }
-
- private:
-  pid_t pid_ = -1;  // -1 once reaped
-  pid_t spawned_ = -1;
-  std::string out_, err_;
-};
 
 // The files a low `stream` client and a high `hold` client are started and stopped by.
 class Files {
@@ -195,8 +114,8 @@ Env Environment(const std::string& priority, Env extra = {}) {
 
 // The low host process: back-to-back 1 ms kernels, held back for as long as the high process
 // has work (no hold bound).
-std::unique_ptr<Client> StartLow(const Files& files) {
-  auto low = std::make_unique<Client>(
+std::unique_ptr<SpawnedClient> StartLow(const Files& files) {
+  auto low = std::make_unique<SpawnedClient>(
       std::vector<std::string>{ClientPath(), "stream", files.low_ready, files.stop, "1000"},
       Environment("low", {{"GPUPRIO_MAX_HOLD_MS", "0"}}));
   REQUIRE(WaitFor([&] { return Exists(files.low_ready); }));
@@ -204,9 +123,9 @@ std::unique_ptr<Client> StartLow(const Files& files) {
 }
 
 // The high process in a time namespace `offset_s` off the host's: one kernel of `kernel_us`.
-std::unique_ptr<Client> StartNamespacedHigh(const Files& files, int64_t offset_s,
+std::unique_ptr<SpawnedClient> StartNamespacedHigh(const Files& files, int64_t offset_s,
                                             int64_t kernel_us) {
-  return std::make_unique<Client>(
+  return std::make_unique<SpawnedClient>(
       std::vector<std::string>{kUnshare, "--time", "--monotonic", std::to_string(offset_s), "--",
                                ClientPath(), "hold", "high", files.high_ready,
                                std::to_string(kernel_us)},
@@ -278,8 +197,8 @@ struct HostProbe {
 };
 
 // Neither client gave up coordinating (its slot freed or overwritten by another process).
-void CheckStillCoordinating(const Client& low, const Client& high) {
-  for (const Client* c : {&low, &high}) {
+void CheckStillCoordinating(const SpawnedClient& low, const SpawnedClient& high) {
+  for (const SpawnedClient* c : {&low, &high}) {
     const std::string err = c->Err();
     INFO("stderr of " << c->pid() << ":\n" << err);
     CHECK_FALSE(absl::StrContains(err, "no longer coordinates"));
@@ -295,12 +214,12 @@ void CheckHeldAcrossNamespaces(int64_t offset_s) {
   }
   const HostProbe probe;
   Files files;
-  const std::unique_ptr<Client> low = StartLow(files);
+  const std::unique_ptr<SpawnedClient> low = StartLow(files);
   // Twice the stale-heartbeat bound: the high process holds the low one back for longer than
   // a stopped one could.
   const int64_t kernel_ns = 2 * GpuCoordinator::kStaleHeartbeatNs;
   const int64_t spawned_at = SteadyNowNs();
-  const std::unique_ptr<Client> high = StartNamespacedHigh(files, offset_s, kernel_ns / 1000);
+  const std::unique_ptr<SpawnedClient> high = StartNamespacedHigh(files, offset_s, kernel_ns / 1000);
   REQUIRE(high->Wait() == 0);
   const int64_t high_ended_at = SteadyNowNs();
   // Every slot of the host stays: the low process's (it beats) and the probe's (it never does),
@@ -358,9 +277,9 @@ TEST_CASE("A high process in a time namespace 5000 s ahead, stopped with work in
   }
   const HostProbe probe;
   Files files;
-  const std::unique_ptr<Client> low = StartLow(files);
+  const std::unique_ptr<SpawnedClient> low = StartLow(files);
   // A kernel that outlasts the test: only the stop can end the hold.
-  const std::unique_ptr<Client> high = StartNamespacedHigh(files, kOffsetS, 600'000'000);
+  const std::unique_ptr<SpawnedClient> high = StartNamespacedHigh(files, kOffsetS, 600'000'000);
   REQUIRE(WaitFor([&] { return Exists(files.high_ready); }));
   const int64_t published_at = SteadyNowNs();  // the high level is up by now
   // Running, it holds the low process back for longer than the stale bound.
