@@ -12,6 +12,7 @@
 #include "cupti_tracer/chrome_trace_writer.h"
 #include "cupti_tracer/trace_join.h"
 #include "tests/python_unittest.h"
+#include "tests/tracer/synthetic_trace.h"
 
 namespace {
 
@@ -36,39 +37,25 @@ TraceInput ProcessTrace(int64_t base, const std::string& name, int priority, int
   in.base_ns = base;
   in.thread_names = {{kClient, "main"}, {kDispatcher, "gpuprio dispatcher (GPU 0)"}};
   for (int k = 1; k <= ops; ++k) {
-    const uint64_t id = static_cast<uint64_t>(k);
-    const int64_t submit = base + k * 100 * kUs;
-    const uint32_t correlation = 100 + static_cast<uint32_t>(k);
-    OpSubmitted op;
-    op.op_id = id;
-    op.client_tid = kClient;
-    op.api = "cuLaunchKernel";
-    op.priority = priority;
-    op.submit_ns = submit;
-    op.return_ns = submit + kUs;
-    in.ops_submitted.push_back(op);
-    const int64_t issue = submit + k * kUs;
-    in.ops_issued.push_back(OpIssued{id, kDispatcher, issue, issue + kUs, 0});
-    in.external_correlations.push_back(
-        ExternalCorrelation{gpuprio::tracer::kExternalCorrelationKindGpuprio, id, correlation});
-    ApiCall call;
-    call.name = "cuLaunchKernel";
-    call.correlation_id = correlation;
-    call.tid = kDispatcher;
-    call.start_ns = issue + 100;
-    call.end_ns = issue + 900;
-    in.api_calls.push_back(call);
-    GpuActivity gpu;
-    gpu.name = name + "_kernel";
-    gpu.correlation_id = correlation;
-    gpu.stream_id = 7;
-    gpu.start_ns = issue + 3 * kUs;
-    gpu.end_ns = gpu.start_ns + 10 * kUs;
-    in.gpu_activities.push_back(gpu);
-    if (k == ops) {
-      gpu.start_ns = gpu.end_ns + kUs;
-      gpu.end_ns = gpu.start_ns + 5 * kUs;
-      in.gpu_activities.push_back(gpu);
+    gpuprio_test::LaunchRecords launch;
+    launch.op_id = static_cast<uint64_t>(k);
+    launch.client_tid = kClient;
+    launch.dispatcher_tid = kDispatcher;
+    launch.priority = priority;
+    launch.submit_ns = base + k * 100 * kUs;
+    launch.issue_ns = launch.submit_ns + k * kUs;
+    launch.correlation = 100 + static_cast<uint32_t>(k);
+    launch.kernel = name + "_kernel";
+    launch.kernel_start_ns = launch.issue_ns + 3 * kUs;
+    launch.kernel_end_ns = launch.kernel_start_ns + 10 * kUs;
+    gpuprio_test::AddLaunchRecords(launch, in);
+    if (k == ops) {  // a second kernel of the same launch
+      launch.kernel_start_ns = launch.kernel_end_ns + kUs;
+      launch.kernel_end_ns = launch.kernel_start_ns + 5 * kUs;
+      GpuActivity second = in.gpu_activities.back();
+      second.start_ns = launch.kernel_start_ns;
+      second.end_ns = launch.kernel_end_ns;
+      in.gpu_activities.push_back(second);
     }
   }
   return in;

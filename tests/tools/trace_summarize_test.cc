@@ -15,6 +15,7 @@
 #include "cupti_tracer/trace_join.h"
 #include "nlohmann/json.hpp"
 #include "tests/runfiles.h"
+#include "tests/tracer/synthetic_trace.h"
 
 namespace {
 
@@ -34,35 +35,18 @@ constexpr uint32_t kDispatcher = 22;
 // Adds a deferred op: queued `delay_us`, its kernel (if any) starting `start_us` after issue.
 void AddOp(TraceInput& in, uint64_t id, int priority, int64_t delay_us, int64_t start_us,
            const std::string& kernel, int64_t kernel_us) {
-  const int64_t submit = kBase + static_cast<int64_t>(id) * 1000 * kUs;
-  const uint32_t correlation = 100 + static_cast<uint32_t>(id);
-  OpSubmitted op;
-  op.op_id = id;
-  op.client_tid = kClient;
-  op.api = "cuLaunchKernel";
-  op.priority = priority;
-  op.submit_ns = submit;
-  op.return_ns = submit + kUs;
-  in.ops_submitted.push_back(op);
-  const int64_t issue = submit + delay_us * kUs;
-  in.ops_issued.push_back(OpIssued{id, kDispatcher, issue, issue + kUs, 0});
-  in.external_correlations.push_back(
-      ExternalCorrelation{gpuprio::tracer::kExternalCorrelationKindGpuprio, id, correlation});
-  ApiCall call;
-  call.name = "cuLaunchKernel";
-  call.correlation_id = correlation;
-  call.tid = kDispatcher;
-  call.start_ns = issue + 100;
-  call.end_ns = issue + 900;
-  in.api_calls.push_back(call);
-  if (kernel.empty()) return;
-  GpuActivity gpu;
-  gpu.name = kernel;
-  gpu.correlation_id = correlation;
-  gpu.stream_id = 7;
-  gpu.start_ns = issue + start_us * kUs;
-  gpu.end_ns = gpu.start_ns + kernel_us * kUs;
-  in.gpu_activities.push_back(gpu);
+  gpuprio_test::LaunchRecords launch;
+  launch.op_id = id;
+  launch.client_tid = kClient;
+  launch.dispatcher_tid = kDispatcher;
+  launch.priority = priority;
+  launch.submit_ns = kBase + static_cast<int64_t>(id) * 1000 * kUs;
+  launch.issue_ns = launch.submit_ns + delay_us * kUs;
+  launch.correlation = 100 + static_cast<uint32_t>(id);
+  launch.kernel = kernel;
+  launch.kernel_start_ns = launch.issue_ns + start_us * kUs;
+  launch.kernel_end_ns = launch.kernel_start_ns + kernel_us * kUs;
+  gpuprio_test::AddLaunchRecords(launch, in);
 }
 
 // Priority 1: ten ops queued 1..10 us, kernels "gemm" (10 us) starting 2k us after issue.

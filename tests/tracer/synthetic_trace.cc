@@ -163,6 +163,36 @@ TraceInput Scenario(const ScenarioOptions& options) {
   return in;
 }
 
+void AddLaunchRecords(const LaunchRecords& launch, TraceInput& in) {
+  OpSubmitted op;
+  op.op_id = launch.op_id;
+  op.client_tid = launch.client_tid;
+  op.api = "cuLaunchKernel";
+  op.priority = launch.priority;
+  op.submit_ns = launch.submit_ns;
+  op.return_ns = launch.submit_ns + kUs;
+  in.ops_submitted.push_back(op);
+  in.ops_issued.push_back(
+      OpIssued{launch.op_id, launch.dispatcher_tid, launch.issue_ns, launch.issue_ns + kUs, 0});
+  in.external_correlations.push_back(ExternalCorrelation{
+      kCustom2, launch.op_id, launch.correlation});
+  ApiCall call;
+  call.name = "cuLaunchKernel";
+  call.correlation_id = launch.correlation;
+  call.tid = launch.dispatcher_tid;
+  call.start_ns = launch.issue_ns + 100;
+  call.end_ns = launch.issue_ns + 900;
+  in.api_calls.push_back(call);
+  if (launch.kernel.empty()) return;
+  GpuActivity gpu;
+  gpu.name = launch.kernel;
+  gpu.correlation_id = launch.correlation;
+  gpu.stream_id = launch.stream_id;
+  gpu.start_ns = launch.kernel_start_ns;
+  gpu.end_ns = launch.kernel_end_ns;
+  in.gpu_activities.push_back(gpu);
+}
+
 void ShuffleRecords(TraceInput& input, uint32_t seed) {
   std::mt19937 rng(seed);
   std::shuffle(input.api_calls.begin(), input.api_calls.end(), rng);

@@ -5,6 +5,7 @@
 #define GPUPRIO_TESTS_TRACER_SYNTHETIC_TRACE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "cupti_tracer/trace_events.h"
 
@@ -49,6 +50,26 @@ int64_t ClientStartNs(uint64_t k);
 int64_t SubmitNs(uint64_t k);
 int64_t IssueBeginNs(uint64_t k);
 int64_t KernelStartNs(uint64_t k);
+
+// One deferred launch as the tracer records it: the client submits at `submit_ns` (returning
+// 1 us later), the dispatcher issues it at `issue_ns` (for 1 us) and calls the driver inside the
+// issue (DRIVER record cuLaunchKernel with `correlation`, linked to the op by an external
+// correlation), and, unless `kernel` is empty, the kernel runs on `stream_id` over
+// [kernel_start_ns, kernel_end_ns).
+struct LaunchRecords {
+  uint64_t op_id = 0;
+  uint32_t client_tid = 0;
+  uint32_t dispatcher_tid = 0;
+  int priority = 0;
+  int64_t submit_ns = 0;
+  int64_t issue_ns = 0;
+  uint32_t correlation = 0;
+  std::string kernel;
+  uint32_t stream_id = 7;
+  int64_t kernel_start_ns = 0;
+  int64_t kernel_end_ns = 0;
+};
+void AddLaunchRecords(const LaunchRecords& launch, gpuprio::tracer::TraceInput& input);
 
 // Shuffles every record vector (a different order per seed), as if CUPTI delivered the records
 // in several buffers, per thread, out of order.
