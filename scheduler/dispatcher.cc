@@ -654,53 +654,13 @@ uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
   return sum;
 }
 
-Dispatcher::StreamQueue* Dispatcher::PickBlocker(StreamQueue* q, Op* head) {
-  // An event wait issues only after the ops that were submitted to the recording stream before
-  // the wait (conservative: the record is among them). Only ops queued before the wait count:
-  // the record was, and the stream's queue is in queueing order, so an unissued record is at or
-  // behind an older head. A newer head means the record is issued, and the ops still counted
-  // were queued by other threads after the wait (counted first, queued later): following them
-  // would add no order the program asked for, and could make the chain loop.
-  if (head->depends_on != nullptr &&
-      head->depends_on->issued.load(std::memory_order_acquire) < head->depends_on_count) {
-    auto it = queues_.find(head->depends_on);
-    if (it != queues_.end() && !it->second.pending.empty() &&
-        it->second.pending.front()->seq < head->seq) {
-      return &it->second;
-    }
-  }
-  // Legacy NULL-stream semantics are kept by issue order: legacy-stream work and blocking-stream
-  // work of one context are issued in submission order relative to each other.
-  const StreamState* s = q->state;
-  StreamQueue* blocker = nullptr;
-  uint64_t blocker_seq = head->seq;
-  for (StreamQueue* other : active_) {
-    if (other == q) continue;
-    const StreamState* o = other->state;
-    if (o->context != s->context) continue;
-    const bool ordered = s->legacy ? (o->blocking && !o->legacy) : (s->blocking && o->legacy);
-    if (!ordered) continue;
-    const uint64_t seq = other->pending.front()->seq;
-    if (seq < blocker_seq) {
-      blocker = other;
-      blocker_seq = seq;
-    }
-  }
-  return blocker;
-}
-
-namespace {
-// More links than queues can exist only in a loop: a bound, and a report if it is reached.
-constexpr int kMaxChainHops = 1024;
-}  // namespace
-
 bool Dispatcher::IssueNext() {
   confined_wait_until_ns_ = 0;
   if (active_.empty()) return false;
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
   // chain is acyclic because every link goes to an older head (a smaller sequence number; an
-  // event wait's link too, PickBlocker). Two things end a chain without ending the round, and
+  // event wait's link too: IssueOrder). Two things end a chain without ending the round, and
   // the next most important head is tried: an event wait whose record another device's
   // dispatcher has not issued yet
   // (that dispatcher is asked to issue it first: a wait never blocks its own device's other
@@ -709,14 +669,28 @@ bool Dispatcher::IssueNext() {
   absl::InlinedVector<const StreamQueue*, 4> skipped;
   int64_t twin_room_due_ns = 0;  // the earliest a skipped twin has room; 0: none skipped
   held_priority_ = kNoPriority;
+  const auto queue_of = [this](const StreamState* s) -> StreamQueue* {
+    auto it = queues_.find(s);
+    return it != queues_.end() ? &it->second : nullptr;
+  };
+  const IssueOrder order(active_, queue_of);
   for (;;) {
     int best_priority = kNoPriority;
-    StreamQueue* best = MostImportantHead(skipped, &best_priority);
+    StreamQueue* best = order.MostImportantHead(skipped, &best_priority);
     if (best == nullptr) break;  // every head waits for another device or for room
     // If it is held, ParkHeld's floor (the first head tried is the most important one).
     if (skipped.empty()) held_priority_ = best_priority;
     bool inherited = best_priority > best->pending.front()->priority;
-    StreamQueue* q = FirstToIssue(best, &inherited);
+    bool looped = false;
+    StreamQueue* q = order.FirstToIssue(best, &inherited, &looped);
+    if (looped) {
+      // Cannot happen (every link goes to an older op); if it did, what is issued next may break
+      // an order the program relies on, and that must not pass unnoticed.
+      GPUPRIO_LOG_THROTTLED(LogLevel::kError,
+                            "device %d: the chain of work that must be issued first loops (%d "
+                            "hops); please report this",
+                            device_, IssueOrder::kMaxChainHops);
+    }
     const Op& end = *q->pending.front();
     if (WaitsForOtherDevice(end) && AskOtherDevice(end, best_priority)) {
       skipped.push_back(best);
@@ -737,37 +711,6 @@ bool Dispatcher::IssueNext() {
   }
   confined_wait_until_ns_ = twin_room_due_ns;
   return false;
-}
-
-Dispatcher::StreamQueue* Dispatcher::MostImportantHead(
-    absl::Span<const StreamQueue* const> skipped, int* priority) const {
-  StreamQueue* best = nullptr;
-  for (StreamQueue* c : active_) {
-    if (absl::c_linear_search(skipped, c)) continue;
-    const int p = HeadPriority(*c);
-    if (best == nullptr || p > *priority ||
-        (p == *priority && c->pending.front()->seq < best->pending.front()->seq)) {
-      best = c;
-      *priority = p;
-    }
-  }
-  return best;
-}
-
-Dispatcher::StreamQueue* Dispatcher::FirstToIssue(StreamQueue* q, bool* inherited) {
-  for (int hops = 0; hops < kMaxChainHops; ++hops) {
-    StreamQueue* blocker = PickBlocker(q, q->pending.front());
-    if (blocker == nullptr) return q;
-    q = blocker;
-    *inherited = true;
-  }
-  // Cannot happen (every link goes to an older op); if it did, what is issued next may break an
-  // order the program relies on, and that must not pass unnoticed.
-  GPUPRIO_LOG_THROTTLED(LogLevel::kError,
-                        "device %d: the chain of work that must be issued first loops (%d hops); "
-                        "please report this",
-                        device_, kMaxChainHops);
-  return q;
 }
 
 // The queries of the policy that cost more than a load, answered for `q`'s head.
@@ -900,7 +843,7 @@ bool Dispatcher::EnsurePartition() {
   return true;
 }
 
-Dispatcher::StreamQueue& Dispatcher::QueueFor(StreamState* s) {
+StreamQueue& Dispatcher::QueueFor(StreamState* s) {
   StreamQueue& q = queues_[s];
   if (q.state == nullptr) {
     q.state = s;
@@ -1210,16 +1153,6 @@ void Dispatcher::WakeWaitingDevices(StreamState* s) {
       d->WakeForOtherDevice();
     }
   }
-}
-
-int Dispatcher::HeadPriority(const StreamQueue& q) const {
-  const Op* head = q.pending.front();
-  const StreamState* s = q.state;
-  // Count first, then priority: the asking dispatcher writes them in the other order.
-  if (s->awaited_count.load(std::memory_order_seq_cst) >= head->stream_index) {
-    return std::max(head->priority, s->awaited_priority.load(std::memory_order_seq_cst));
-  }
-  return head->priority;
 }
 
 bool Dispatcher::AskOtherDevice(const Op& op, int priority) {

@@ -33,6 +33,7 @@
 #include "scheduler/dispatcher_parking.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
+#include "scheduler/issue_order.h"
 #include "scheduler/issue_policy.h"
 #include "scheduler/op.h"
 #include "scheduler/op_inbox.h"
@@ -40,6 +41,7 @@
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/sm_partition.h"
+#include "scheduler/stream_queue.h"
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
@@ -145,65 +147,6 @@ class Dispatcher {
   void Stop(bool bounded = false);
 
  private:
-  struct InFlight {
-    int priority;
-    uint64_t estimate_ns;
-    const void* cost_key;
-    int64_t issue_ns;
-    bool back_to_back;  // queued behind the mark before it while that mark's work still ran
-    CUevent start;      // recorded just before the op when its cost is being learned, or null
-    bool confined;      // issued on the stream's twin
-    // Issued with nothing of its stream in flight: it started at once, so the host time from its
-    // issue to its observed end bounds its GPU time from above.
-    bool alone = false;
-  };
-  struct CompletionMark {
-    CUevent event;
-    size_t covers;  // in-flight entries [0, covers) of the stream complete with this event
-    bool single_op;
-  };
-  struct StreamQueue;
-  // Per context: what the legacy stream's implicit order involves, and the event that links two
-  // streams (re-recorded for every link: a wait is bound to the record before it).
-  struct ContextLinks {
-    StreamQueue* legacy = nullptr;
-    std::vector<StreamQueue*> blocking;  // blocking streams that are not the legacy one
-    uint64_t legacy_ops = 0;
-    int away = 0;  // its streams that are on their twin now
-    CUevent link_event = nullptr;
-  };
-  // Dispatcher thread only.
-  struct StreamQueue {
-    StreamState* state = nullptr;
-    std::deque<Op*> pending;
-    std::deque<InFlight> in_flight;
-    std::deque<CompletionMark> marks;
-    CUevent last_completed = nullptr;  // kept for the next elapsed-time measurement
-    // Recorded behind its work when other processes wait for it (WatchInFlight): a blocking-sync
-    // event the watcher sleeps on. Created on first use.
-    CUevent watch_event = nullptr;
-    std::vector<CUevent> free_events;  // created in this stream's context
-    int ops_since_mark = 0;
-    int64_t last_mark_ns = 0;  // when its latest completion mark was recorded
-    // Work its client issued itself (the fast path) is in flight and not behind a mark yet.
-    bool direct_uncovered = false;
-    bool tracked = false;  // listed in tracking_
-    // Spatial isolation. The twin is created the first time the stream's work is confined.
-    ContextLinks* links = nullptr;  // of the stream's context
-    CUstream twin = nullptr;
-    bool twin_failed = false;
-    bool away = false;  // its latest work is on the twin (mirrored in StreamState::away)
-    // Its confined ops in flight and their estimated GPU time (options.confined_queue_ns).
-    int confined_in_flight_ops = 0;
-    int64_t confined_in_flight_ns = 0;
-    // Legacy NULL-stream order across a twin (ContextLinks): ops issued on this blocking stream,
-    // how many of them the legacy stream is known to follow, and how many legacy ops this
-    // stream is known to follow.
-    uint64_t ops_issued = 0;
-    uint64_t ops_followed_by_legacy = 0;
-    uint64_t legacy_ops_followed = 0;
-  };
-
   void Run();
   // How long the thread has had nothing to do, and how its waits grow; reset by progress.
   struct Backoff {
@@ -272,10 +215,6 @@ class Dispatcher {
   // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
   CUresult SetContext(CUcontext context);
   int PollCompletions();  // returns the number of completion marks passed
-  StreamQueue* PickBlocker(StreamQueue* q, Op* head);
-  // The priority `q`'s head op is chosen at: its own, or that of another device's op that waits
-  // for it (StreamState::awaited_priority), whichever is higher.
-  int HeadPriority(const StreamQueue& q) const;
   // Whether `op` waits for a stream of another device that has not issued what it must follow.
   bool WaitsForOtherDevice(const Op& op) const {
     return op.depends_on != nullptr && op.depends_on->dispatcher != this &&
@@ -289,12 +228,6 @@ class Dispatcher {
   // Issues the most important op that may go now; false when none may (the policy holds the
   // most important one, or each waits for another device or for room on its twin).
   bool IssueNext();
-  // The most important head not in `skipped` (ties: the older), and its `priority`; null if none.
-  StreamQueue* MostImportantHead(absl::Span<const StreamQueue* const> skipped,
-                                 int* priority) const;
-  // What must be issued before `q`'s head (PickBlocker, followed to its end): `q` itself if
-  // nothing; `inherited` set when it is another queue.
-  StreamQueue* FirstToIssue(StreamQueue* q, bool* inherited);
   enum class Attempt {
     kIssued,
     kHeld,      // the policy holds it (more important work, the budget, the long-op rule)
