@@ -148,7 +148,7 @@ PY
   gpu_pair alone
   gpu_pair native
   gpu_pair gpuprio
-  say "(docs/benchmarks.md has the full two-process tables)"
+  say "(docs/performance.md has the current two-process figures)"
   exit 0
 fi
 

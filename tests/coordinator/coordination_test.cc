@@ -144,9 +144,9 @@ std::pair<int, int> RunBurstsBesideStream(const std::string& client, Env low_ext
                                           Env high_extra) {
   Files files;
   SpawnedClient low({client, "stream", files.ready, files.stop, "2000"},
-             Environment("low", std::move(low_extra)));
+                    Environment("low", std::move(low_extra)));
   SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-              Environment("high", std::move(high_extra)));
+                     Environment("high", std::move(high_extra)));
   REQUIRE(high.Wait() == 0);
   files.Stop();
   REQUIRE(low.Wait() == 0);
@@ -159,8 +159,9 @@ TEST_CASE("A low process issues nothing while a high process has work queued or 
   SECTION("coordinated") {
     Files files;
     SpawnedClient low({client, "stream", files.ready, files.stop, "2000"}, Environment("low"));
-    SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-                Environment("high"));
+    SpawnedClient high(
+        {client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+        Environment("high"));
     REQUIRE(high.Wait() == 0);
     files.Stop();
     REQUIRE(low.Wait() == 0);
@@ -221,9 +222,11 @@ TEST_CASE("Under MPS a low process's kernels run in the SM partition while a hig
     INFO((mps ? "MPS" : "time-sliced"));
     const Env extra = {{"FAKECUDA_MPS", mps ? "1" : "0"}, {"GPUPRIO_ISOLATION", "active"}};
     Files files;
-    SpawnedClient low({client, "stream", files.ready, files.stop, "2000"}, Environment("low", extra));
-    SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-                Environment("high", extra));
+    SpawnedClient low({client, "stream", files.ready, files.stop, "2000"},
+                      Environment("low", extra));
+    SpawnedClient high(
+        {client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
+        Environment("high", extra));
     REQUIRE(high.Wait() == 0);
     files.Stop();
     REQUIRE(low.Wait() == 0);
@@ -276,9 +279,10 @@ std::pair<HoldReport, HoldReport> RunHold(Env high_extra, Env low_extra) {
   const std::string client = ClientPath();
   Files files;
   SpawnedClient high({client, "hold", "high", files.ready, "1500000"},
-              Environment("high", std::move(high_extra)));
+                     Environment("high", std::move(high_extra)));
   low_extra.push_back({"GPUPRIO_MAX_HOLD_MS", "0"});
-  SpawnedClient low({client, "hold", "low", files.ready, "0"}, Environment("low", std::move(low_extra)));
+  SpawnedClient low({client, "hold", "low", files.ready, "0"},
+                    Environment("low", std::move(low_extra)));
   REQUIRE(high.Wait() == 0);
   REQUIRE(low.Wait() == 0);
   return {ParseHold(high.Out()), ParseHold(low.Out())};
@@ -291,7 +295,7 @@ TEST_CASE("A process held back by another sleeps until that process's level drop
   // wakes when the high process withdraws its level (or every 10 ms at most). The high process
   // polled its kernel's end as often (86 ms a second here, 300 on an H100); the watcher now
   // sleeps in the driver until the kernel ends. Bounds loose for a loaded machine and the
-  // sanitizers (the GPU figures are in docs/benchmarks.md).
+  // sanitizers (the GPU figures are in docs/performance.md).
   auto check_held = [](const HoldReport& h, const HoldReport& l) {
     const double low_cpu_ms_per_s = static_cast<double>(l.cpu_ns) / 1e6 / (l.wall_ns / 1e9);
     const double high_cpu_ms_per_s = static_cast<double>(h.cpu_ns) / 1e6 / (h.wall_ns / 1e9);
@@ -329,7 +333,7 @@ TEST_CASE("Three processes: normal and low both wait for high", "[coordinator]")
   SpawnedClient low({client, "stream", unused.ready, files.stop, "2000"}, Environment("low"));
   SpawnedClient normal({client, "stream", files.ready, files.stop, "2000"}, Environment("normal"));
   SpawnedClient high({client, "burst", files.ready, std::to_string(kBursts), "20000", "5", "1000"},
-              Environment("high"));
+                     Environment("high"));
   REQUIRE(high.Wait() == 0);
   files.Stop();
   REQUIRE(low.Wait() == 0);
@@ -355,7 +359,8 @@ TEST_CASE("SIGKILL of either side at random points: no hang, the slot reclaimed,
     Files files;
     // High: chains back to back (5 x 1 ms every 5 ms): almost always active when killed.
     SpawnedClient low({client, "stream", files.ready, files.stop, "1000"}, Environment("low"));
-    SpawnedClient high({client, "burst", files.ready, "100", "5000", "5", "1000"}, Environment("high"));
+    SpawnedClient high({client, "burst", files.ready, "100", "5000", "5", "1000"},
+                       Environment("high"));
     for (int i = 0; i < 3000 && access(files.ready.c_str(), F_OK) != 0; ++i) usleep(1000);
     REQUIRE(access(files.ready.c_str(), F_OK) == 0);
     usleep(std::uniform_int_distribution<int>(0, 40'000)(random));
@@ -422,7 +427,7 @@ TEST_CASE("A garbage segment: one clear message, and the process runs with local
   Files files;
   files.Stop();  // a few launches, then stop
   SpawnedClient low({ClientPath(), "stream", files.ready, files.stop, "100"},
-             Environment("low", {{"GPUPRIO_DOMAIN", domain}}));
+                    Environment("low", {{"GPUPRIO_DOMAIN", domain}}));
   CHECK(low.Wait() == 0);
   const std::string err = low.Err();
   INFO(err);

@@ -124,7 +124,7 @@ std::unique_ptr<SpawnedClient> StartLow(const Files& files) {
 
 // The high process in a time namespace `offset_s` off the host's: one kernel of `kernel_us`.
 std::unique_ptr<SpawnedClient> StartNamespacedHigh(const Files& files, int64_t offset_s,
-                                            int64_t kernel_us) {
+                                                   int64_t kernel_us) {
   return std::make_unique<SpawnedClient>(
       std::vector<std::string>{kUnshare, "--time", "--monotonic", std::to_string(offset_s), "--",
                                ClientPath(), "hold", "high", files.high_ready,
@@ -219,7 +219,8 @@ void CheckHeldAcrossNamespaces(int64_t offset_s) {
   // a stopped one could.
   const int64_t kernel_ns = 2 * GpuCoordinator::kStaleHeartbeatNs;
   const int64_t spawned_at = SteadyNowNs();
-  const std::unique_ptr<SpawnedClient> high = StartNamespacedHigh(files, offset_s, kernel_ns / 1000);
+  const std::unique_ptr<SpawnedClient> high =
+      StartNamespacedHigh(files, offset_s, kernel_ns / 1000);
   REQUIRE(high->Wait() == 0);
   const int64_t high_ended_at = SteadyNowNs();
   // Every slot of the host stays: the low process's (it beats) and the probe's (it never does),
