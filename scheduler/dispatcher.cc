@@ -65,6 +65,9 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       directory_(directory),
       parking_(&Dispatcher::WakePeerWord, this),
       estimates_(options.default_estimate_ns) {
+  if (coordinator_ != nullptr) {
+    peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
+  }
   if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
                                                    driver_.event_synchronize,
@@ -497,49 +500,29 @@ void Dispatcher::SpinForWork(uint64_t duration_ns) {
   }
 }
 
-int Dispatcher::HighestLocalActive() const {
-  int highest = kNoPriority;
-  for (const LevelLoad& c : counts_) {
-    if (c.pending > 0 || c.in_flight_ops > 0) highest = std::max(highest, c.priority);
-  }
-  return highest;
-}
+int Dispatcher::HighestLocalActive() const { return PeerPublisher::HighestActive(counts_); }
 
 void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
-  constexpr int64_t kMaintainIntervalNs = 10'000'000;
-  coordinator_->Maintain(now_ns, kMaintainIntervalNs);
-  int64_t pending_ops = 0, pending_ns = 0, in_flight_ops = 0, in_flight_ns = 0;
-  for (const LevelLoad& c : counts_) {
-    pending_ops += c.pending;
-    pending_ns += c.pending_ns;
-    in_flight_ops += c.in_flight_ops;
-    in_flight_ns += c.in_flight_ns;
+  IsolationReport isolation;
+  if (partition_ != nullptr) {
+    isolation.reserved_sms = partition_->device_sms() - partition_->confined_sms();
+    isolation.device_sms = partition_->device_sms();
   }
-  const int local = HighestLocalActive();
-  const int published = coordinator_->Active();
-  if (local < published) {
-    coordinator_->SetActive(local);
-    // Work a client published but this thread has not counted yet (in the inbox, being issued
-    // directly, or issued and not adopted) keeps the level up until the next round counts it.
-    // A client increments queued_ or direct_in_progress_ before it raises the level, and lists
-    // direct work before it decrements direct_in_progress_; this thread reads them in that order
-    // after its withdrawal (all seq_cst), so either it sees the work or the raise comes after
-    // the withdrawal.
-    if (queued_.load(std::memory_order_seq_cst) > pending_ops ||
-        direct_in_progress_.load(std::memory_order_seq_cst) > 0 ||
-        direct_head_.load(std::memory_order_seq_cst) != nullptr) {
-      coordinator_->RaiseActive(published);
-    }
-  } else if (local > published) {
-    coordinator_->RaiseActive(local);
-  }
-  coordinator_->PublishQueue(pending_ops, pending_ns);
-  coordinator_->PublishInFlight(in_flight_ops, in_flight_ns);
-  coordinator_->SetHeld(held, now_ns);
-  coordinator_->PublishIsolation(
-      partition_ != nullptr ? partition_->device_sms() - partition_->confined_sms() : 0,
-      partition_ != nullptr ? partition_->device_sms() : 0, confined_in_flight_ops_,
-      confined_in_flight_ns_);
+  isolation.confined_ops = confined_in_flight_ops_;
+  isolation.confined_ns = confined_in_flight_ns_;
+  // Work a client published but this thread has not counted yet (in the inbox, being issued
+  // directly, or issued and not adopted) keeps the level up until the next round counts it. A
+  // client increments queued_ or direct_in_progress_ before it raises the level, and lists direct
+  // work before it decrements direct_in_progress_; this reads them in that order after the
+  // withdrawal (all seq_cst).
+  peer_publisher_->Publish(
+      now_ns, held, counts_,
+      [this](int64_t pending_ops) {
+        return queued_.load(std::memory_order_seq_cst) > pending_ops ||
+               direct_in_progress_.load(std::memory_order_seq_cst) > 0 ||
+               direct_head_.load(std::memory_order_seq_cst) != nullptr;
+      },
+      isolation);
 }
 
 bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,

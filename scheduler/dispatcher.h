@@ -39,6 +39,7 @@
 #include "scheduler/op_inbox.h"
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
+#include "scheduler/peer_publisher.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/sm_partition.h"
 #include "scheduler/stream_queue.h"
@@ -314,6 +315,7 @@ class Dispatcher {
 
   const std::unique_ptr<coordinator::GpuCoordinator> coordinator_;
   const DispatcherDirectory* const directory_;
+  std::unique_ptr<PeerPublisher> peer_publisher_;  // with a coordinator
 
   OpInbox inbox_;
   // Ops submitted and not yet issued (the fast path's test).
