@@ -5,7 +5,7 @@ main(), which turns usage errors into one line on stderr and exit 2.
 import os
 import sys
 
-from . import clean_segments, doctor, exporter, run, top, trace_merge, trace_summarize
+from . import clean_segments, doctor, exporter, mps, run, top, trace_merge, trace_summarize
 from .trace_summarize import SUMMARIZE_USAGE
 from .util import EXIT_USAGE, Parser, UsageError, print_version
 
@@ -32,13 +32,14 @@ def make_parser():
     doctor.add_parser(subcommands)
     clean_segments.add_parser(subcommands)
     exporter.add_parser(subcommands)
+    mps.add_parser(subcommands)
     return parser
 
 
 def subcommand_named(argv):
     """The subcommand argv names, for the error prefix (None if there is none)."""
     return (argv[0] if argv and argv[0] in ("run", "env", "trace", "top", "doctor",
-                                           "clean-segments", "exporter") else None)
+                                           "clean-segments", "exporter", "mps") else None)
 
 
 def main(argv, environ, parser=None):

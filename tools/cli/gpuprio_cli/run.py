@@ -217,6 +217,12 @@ def command_run(args, environ):
     settings.append(("GPUPRIO_ANNOUNCE", "1"))
     child_env = dict(environ)
     child_env.update(settings)
+    # One line when gpuprio processes of another priority share the command's GPUs without MPS
+    # (mps.run_warning says when it stays quiet).
+    from .mps import run_warning
+    warning = run_warning(child_env)
+    if warning:
+        print(warning, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     # Python starts with SIGPIPE and SIGXFSZ ignored, and an exec keeps ignored signals ignored:
