@@ -3,13 +3,12 @@ missing baseline, formatting that prints "-" for what was not measured, and the 
 (a process's JSON line, exit code, stderr tail, what gpuprio logged about isolation). Imported by
 the report scripts next to it (run as `python3 tools/bench/SCRIPT.py`, so this directory is on
 sys.path); `python3 bench_stats.py record ...` writes a one-process run's record for the shell
-runners (main() says how). Also the scratch tree the runners' self-tests run them in."""
+runners (main() says how)."""
 
 import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import sys
 
@@ -238,31 +237,6 @@ def print_brief(brief):
     except ValueError:
         print("(no record)")
     return 0
-
-
-def write_program(path, text):
-    """For the self-tests: a stand-in program, the text of a python3 script run by this python."""
-    with open(path, "w") as fh:
-        fh.write(text.replace("/usr/bin/env python3", sys.executable, 1))
-    os.chmod(path, 0o755)
-
-
-def scratch_tree(d, gpu_programs):
-    """For the self-tests: the runners as they are here, in a tree of their own (d/repo, returned):
-    tools/bench, tests/gpu/gpu_run_args.sh, and .gpu/ with an empty libgpuprio.so and a stand-in
-    (write_program) for each of gpu_programs (name -> text)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.join(d, "repo")
-    os.makedirs(os.path.join(root, "tools"))
-    shutil.copytree(here, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
-    os.makedirs(os.path.join(root, "tests", "gpu"))
-    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(here)), "tests", "gpu", "gpu_run_args.sh"),
-                os.path.join(root, "tests", "gpu"))
-    os.makedirs(os.path.join(root, ".gpu"))
-    for name, text in gpu_programs.items():
-        write_program(os.path.join(root, ".gpu", name), text)
-    open(os.path.join(root, ".gpu", "libgpuprio.so"), "w").close()
-    return root
 
 
 def main():

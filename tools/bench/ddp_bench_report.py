@@ -8,7 +8,6 @@ usage:
                              [--high-result F --high-err F --high-rc N] [--low-result F --low-err F --low-rc N]
   ddp_bench_report.py brief < RECORD
   ddp_bench_report.py report RUNS.jsonl OUT.json OUT.txt      (exit 1 when a native run failed)
-  ddp_bench_report.py --selftest                              (synthetic results; no torch, no GPU)
 
 Configurations: alone (the server only, native: the latency baseline), ddp-alone (the trainer only,
 native: the throughput baseline), native (both, no gpuprio), gpuprio (both under libgpuprio.so,
@@ -38,12 +37,9 @@ after the server ended, not by its --seconds), each process ran with the priorit
 gives it, and the trainer's measured steps span the server's whole measured window.
 """
 
+import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, percentile, ratio,
                          run_report_command, spread)
@@ -305,204 +301,7 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-# --- self-test ---
-
-def selftest():
-    """Synthetic result files through `record` (as the runner calls it) and `report`; checks the
-    computed ratios against figures worked out by hand. Prints one line a check and 'N passed,
-    N failed'; exit 0 when all passed."""
-    here = os.path.abspath(__file__)
-    results = []
-
-    def check(name, cond, detail=""):
-        results.append(bool(cond))
-        print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % (detail,)))
-
-    def close(a, b):
-        return a is not None and b is not None and abs(a - b) < 1e-9
-
-    d = tempfile.mkdtemp(prefix="ddp_bench_selftest.")
-    n = [0]
-
-    def write(obj):
-        n[0] += 1
-        path = os.path.join(d, "%d.json" % n[0])
-        with open(path, "w") as fh:
-            json.dump(obj, fh)
-        return path
-
-    base_ns = 10**12
-
-    def server(p50, p99, gpuprio=False, priority="high", t0=0.0, **kw):
-        # 90 requests at p50 and 10 at p99: nearest rank puts v[50] at p50 and v[98] at p99 (and
-        # over three rounds pooled, v[150] and v[296]); 100 requests at 20/s are a 5 s window.
-        lat = [p50] * 90 + [p99] * 10
-        js = {"role": "high", "ok": True, "error": "", "model": "resnet18", "impl": "torchvision stand-in",
-              "dtype": "fp16", "device": "Synthetic H100", "torch": "stand-in", "rate_per_s": 20.0,
-              "requests": 100, "requests_done": 100, "latency_ms": lat, "p50_ms": p50, "p99_ms": p99,
-              "window_s": 5.0, "window_start_ns": base_ns + int(t0 * 1e9),
-              "window_end_ns": base_ns + int((t0 + 5.0) * 1e9), "preloaded": gpuprio,
-              "env_priority": priority if gpuprio else "", "cut_short": False}
-        js.update(kw)
-        return write(js)
-
-    def trainer(period_ms, t_from, t_to, gpuprio=False, priority="low", stopped_by="stop-file", **kw):
-        ends = []
-        t = base_ns + int(t_from * 1e9)
-        while t <= base_ns + int(t_to * 1e9):
-            ends.append(t)
-            t += int(period_ms * 1e6)
-        js = {"role": "trainer", "ok": True, "error": "", "model": "resnet50", "impl": "torchvision stand-in",
-              "device": "Synthetic H100", "torch": "stand-in", "world_size": 2, "batch": 64, "image_size": 224,
-              "precision": "bf16", "backend": "nccl", "nccl": "2.x", "preloaded": gpuprio,
-              "env_priority": priority if gpuprio else "", "stopped_by": stopped_by, "step_end_ns": ends,
-              "steps": len(ends), "steps_per_s": (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9)}
-        js.update(kw)
-        return write(js)
-
-    def record(config, rnd, gpuprio=0, mps=1, high=None, low=None, high_rc=0, low_rc=0, skip=None):
-        args = [sys.executable, here, "record", "--config", config, "--round", str(rnd), "--gpuprio", str(gpuprio),
-                "--mps", str(mps)]
-        if skip:
-            args += ["--skip", skip]
-        if high is not None:
-            args += ["--high-result", high, "--high-err", os.path.join(d, "none.err"), "--high-rc", str(high_rc)]
-        if low is not None:
-            args += ["--low-result", low, "--low-err", os.path.join(d, "none.err"), "--low-rc", str(low_rc)]
-        p = subprocess.run(args, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError("record failed: %s" % p.stderr)
-        return json.loads(p.stdout)
-
-    # Three rounds. alone: p50 3.0, p99 4.0 / 4.0 / 5.0. ddp-alone: 10 steps/s (100 ms a step),
-    # round 3 at 12.5 (80 ms). native: p50 6.0, p99 12 / 10 / 8, trainer 8 steps/s (125 ms).
-    # gpuprio: p50 3.0 / 3.15 / 3.3, p99 4.2 / 4.4 / 5.0, trainer 9.5238 steps/s (105 ms), round 3 at
-    # 12.5 (80 ms).
-    runs = []
-    alone_p99 = {1: 4.0, 2: 4.0, 3: 5.0}
-    nat_p99 = {1: 12.0, 2: 10.0, 3: 8.0}
-    gp = {1: (3.0, 4.2), 2: (3.15, 4.4), 3: (3.3, 5.0)}
-    for rnd in (1, 2, 3):
-        runs.append(record("alone", rnd, high=server(3.0, alone_p99[rnd])))
-        runs.append(record("ddp-alone", rnd, low=trainer(80.0 if rnd == 3 else 100.0, 0, 10, stopped_by="seconds")))
-        runs.append(record("native", rnd, high=server(6.0, nat_p99[rnd], t0=10), low=trainer(125.0, 0, 20)))
-        runs.append(record("gpuprio", rnd, gpuprio=1, high=server(*gp[rnd], gpuprio=True, t0=10),
-                           low=trainer(80.0 if rnd == 3 else 105.0, 0, 20, gpuprio=True)))
-    check("record: every synthetic run ok", all(r.get("ok") for r in runs), [r.get("error") for r in runs])
-    win = runs[2].get("trainer_window") or {}
-    check("record: native trainer in the server's window, 8 steps/s over 41 steps",
-          close(win.get("steps_per_s"), 8.0) and win.get("steps") == 41 and win.get("covered"), win)
-    check("record: per-step times in the window are 125 ms",
-          win.get("step_ms") and all(close(v, 125.0) for v in win["step_ms"]), win.get("step_ms", [])[:3])
-
-    # Runs that must fail, and not be counted.
-    bad = {
-        "trainer stopped by its seconds": record("native", 4, high=server(3.0, 4.0, t0=10),
-                                                 low=trainer(100.0, 0, 20, stopped_by="seconds")),
-        "trainer ended inside the window": record("native", 4, high=server(3.0, 4.0, t0=10), low=trainer(100.0, 0, 12)),
-        "server GPUPRIO_PRIORITY low": record("gpuprio", 4, gpuprio=1, high=server(3.0, 4.0, True, "low", t0=10),
-                                              low=trainer(100.0, 0, 20, True)),
-        "trainer not preloaded in a gpuprio run": record("gpuprio", 4, gpuprio=1, high=server(3.0, 4.0, True, t0=10),
-                                                         low=trainer(100.0, 0, 20)),
-        "trainer failed (rc 1, no result)": record("gpuprio", 4, gpuprio=1, high=server(3.0, 4.0, True, t0=10),
-                                                   low=os.path.join(d, "missing.json"), low_rc=1),
-        "the server not started beside a trainer": record("native", 4, low=trainer(100.0, 0, 10)),
-        "trainer of one rank": record("ddp-alone", 4, low=trainer(100.0, 0, 10, stopped_by="seconds", world_size=1)),
-    }
-    for what, r in bad.items():
-        check("record: fails when %s" % what, not r.get("ok") and r.get("error"), r.get("error"))
-    skipped = record("gpuprio", 4, gpuprio=1, skip="skipped: the runs took over DDP_BUDGET=450s")
-    check("record: a skipped run", skipped.get("skipped") and not skipped.get("ok"), skipped)
-
-    p = subprocess.run([sys.executable, here, "brief"], input=json.dumps(runs[2]), capture_output=True, text=True)
-    check("brief: server and trainer figures", "p50=6.000" in p.stdout and "8.00 steps/s" in p.stdout, p.stdout)
-
-    # The report over the good runs plus the gpuprio failures (not fatal: exit 0).
-    gp_bad = [bad["server GPUPRIO_PRIORITY low"], bad["trainer failed (rc 1, no result)"], skipped]
-    path = os.path.join(d, "runs.jsonl")
-    with open(path, "w") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in runs + gp_bad)
-    out_json, out_txt = os.path.join(d, "ddp_bench.json"), os.path.join(d, "ddp_bench.txt")
-    p = subprocess.run([sys.executable, here, "report", path, out_json, out_txt], capture_output=True, text=True)
-    check("report: exit 0 with failed gpuprio runs only", p.returncode == 0, p.stderr)
-    rep = json.load(open(out_json))
-    txt = open(out_txt).read()
-    rows = rep["rows"]
-    # Pooled: alone p99 = v[296] of 20 x 4.0 and 10 x 5.0 = 5.0; native p99 = 12.0 (2.4x); gpuprio
-    # p50 = v[150] of 90 each of 3.0, 3.15, 3.3 = 3.15 (1.05x), p99 = v[296] of 10 each of 4.2,
-    # 4.4, 5.0 = 5.0 (1.0x).
-    check("report: alone pooled p50 3.0, p99 5.0", close(rows["alone"]["p50_ms"], 3.0) and
-          close(rows["alone"]["p99_ms"], 5.0), rows["alone"])
-    check("report: native p50/alone 2.0, p99/alone 2.4",
-          close(rows["native"]["p50_vs_alone"], 2.0) and close(rows["native"]["p99_vs_alone"], 2.4), rows["native"])
-    check("report: gpuprio p50/alone 1.05, p99/alone 1.0",
-          close(rows["gpuprio"]["p50_vs_alone"], 1.05) and close(rows["gpuprio"]["p99_vs_alone"], 1.0),
-          rows["gpuprio"])
-    pn = rows["native"]["paired_p99_vs_alone"]
-    check("report: native paired p99 3.0 / 2.5 / 1.6: median 2.5 [1.6-3.0]",
-          pn["n"] == 3 and close(pn["median"], 2.5) and close(pn["min"], 1.6) and close(pn["max"], 3.0), pn)
-    pg = rows["gpuprio"]["paired_p99_vs_alone"]
-    check("report: gpuprio paired p99 1.05 / 1.1 / 1.0: median 1.05 [1.0-1.1]",
-          pg["n"] == 3 and close(pg["median"], 1.05) and close(pg["min"], 1.0) and close(pg["max"], 1.1), pg)
-    pg50 = rows["gpuprio"]["paired_p50_vs_alone"]
-    check("report: gpuprio paired p50 median 1.05 [1.0-1.1]",
-          close(pg50["median"], 1.05) and close(pg50["min"], 1.0) and close(pg50["max"], 1.1), pg50)
-    da = rows["ddp-alone"]["trainer_steps_per_s"]
-    check("report: ddp-alone steps/s median 10 [10-12.5]",
-          close(da["median"], 10.0) and close(da["max"], 12.5) and da["n"] == 3, da)
-    check("report: native trainer 8 steps/s, 0.8 of ddp-alone",
-          close(rows["native"]["trainer_steps_per_s"]["median"], 8.0) and
-          close(rows["native"]["trainer_vs_alone"], 0.8), rows["native"])
-    tn = rows["native"]["paired_trainer_vs_alone"]
-    check("report: native paired trainer 0.8 / 0.8 / 0.64", close(tn["median"], 0.8) and close(tn["min"], 0.64), tn)
-    g = 1000.0 / 105.0
-    tg = rows["gpuprio"]["paired_trainer_vs_alone"]
-    check("report: gpuprio trainer median %.4f steps/s, %.4f of ddp-alone; paired all %.4f / 1.0" % (g, g / 10, g / 10),
-          close(rows["gpuprio"]["trainer_steps_per_s"]["median"], g) and
-          close(rows["gpuprio"]["trainer_vs_alone"], g / 10) and close(tg["min"], g / 10) and close(tg["max"], 1.0),
-          (rows["gpuprio"]["trainer_steps_per_s"], tg))
-    check("report: trainer step p50/p99 in the window 125 ms (native)",
-          close(rows["native"]["trainer_step_p50_ms"], 125.0) and close(rows["native"]["trainer_step_p99_ms"], 125.0),
-          rows["native"])
-    busy = rep["busy"]
-    # 3.0 ms x 20/s; latency sum (270 + 40 + 270 + 40 + 270 + 50 = 940 ms) over 15 s.
-    check("report: busy share 0.06 (p50 x rate), 0.0627 (latency sum)",
-          close(busy["share"], 0.06) and close(busy["latency_sum_share"], 0.94 / 15), busy)
-    t = rep["targets"]
-    check("report: trainer target 0.9 x 0.94 = 0.846", close(t["trainer_min_ratio"], 0.846), t)
-    check("report: native misses both targets, gpuprio meets both",
-          t["configs"]["native"]["trainer_met"] is False and t["configs"]["native"]["server_met"] is False and
-          t["configs"]["gpuprio"]["trainer_met"] is True and t["configs"]["gpuprio"]["server_met"] is True, t)
-    check("report: failed and skipped gpuprio runs listed, not counted",
-          rows["gpuprio"]["runs"] == 6 and rows["gpuprio"]["ok"] == 3 and len(rows["gpuprio"]["errors"]) == 3 and
-          rows["gpuprio"]["requests"] == 300, rows["gpuprio"])
-    check("report: the table's rows and target lines",
-          "native" in txt and "gpuprio    trainer 0.952: met; server p99 1.00x: met" in txt and
-          "NOT met" in txt and "under MPS" in txt and "busy share of GPU 0: 0.060" in txt, txt)
-    check("report: per-request lists left out of the JSON's runs",
-          all("latency_ms" not in js_of(r, "high") and "step_end_ns" not in js_of(r, "low") for r in rep["runs"]))
-
-    # Without MPS the p99 verdict is shown for reference; a failed native run makes the exit 1.
-    nomps = [dict(r, mps=False) for r in runs] + [bad["trainer ended inside the window"]]
-    with open(path, "w") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in nomps)
-    p = subprocess.run([sys.executable, here, "report", path, out_json, out_txt], capture_output=True, text=True)
-    txt = open(out_txt).read()
-    check("report: a failed native run: exit 1, said on stderr", p.returncode == 1 and "native run failed" in p.stderr,
-          (p.returncode, p.stderr))
-    check("report: without MPS the p99 target is marked as not applying",
-          "no MPS" in txt and "shown for reference" in txt and not json.load(open(out_json))["targets"]["server_target_applies"],
-          txt)
-    shutil.rmtree(d, ignore_errors=True)
-    failed = results.count(False)
-    print("%d passed, %d failed" % (len(results) - failed, failed))
-    return 1 if failed else 0
-
-
 def main():
-    import argparse
-    if sys.argv[1:] == ["--selftest"]:
-        return selftest()
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record")

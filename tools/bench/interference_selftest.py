@@ -15,9 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_stats import scratch_tree
-
-results = []
+from bench_selftest import check, finish, scratch_tree
 
 # The stand-in: prints one JSON line like interference.cu's. Low rates: 1000/L per second alone;
 # beside the chain 0.9 of that under gpuprio-active/always (isolated), 0.5 natively; in the tail
@@ -73,11 +71,6 @@ if os.environ.get("GPUPRIO_LOG") == "info" and os.environ.get("STANDIN_GREEN"):
 print(json.dumps({"bench": "launch_rate", "ok": True, "launches_per_s": 1e6, "call_us_mean": 1.0,
                   "call_us_p50": 1.0, "call_us_p99": 2.0, "preloaded": "gpuprio" in os.environ.get("LD_PRELOAD", "")}))
 '''
-
-
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % str(detail)[:1500]))
 
 
 def run_bench(root, out, plan, env=None):
@@ -206,9 +199,7 @@ def main():
         chosen_configs(root, d)
         other_plans(root, d)
         launch_isolation(root, d)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    return 0 if passed == len(results) else 1
+    return finish()
 
 
 if __name__ == "__main__":

@@ -15,33 +15,14 @@ usage: python3 tools/bench/two_process_selftest.py
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-from bench_stats import scratch_tree, write_program
+from bench_selftest import (MPS_CHECK, check, finish, mps_pids, run, runner_env, scratch_tree, stand_in_bin,
+                            write)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = sys.executable
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print("%s %s%s" % ("ok  " if cond else "FAIL", name, "" if cond else ": %s" % (detail,)))
-
-
-def run(args, stdin=None):
-    p = subprocess.run([PY] + args, input=stdin, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def write(d, name, text):
-    path = os.path.join(d, name)
-    with open(path, "w") as fh:
-        fh.write(text)
-    return path
 
 
 def interference_json(**kw):
@@ -256,25 +237,6 @@ def torch_part(d):
 
 
 # --- The runners end to end, with and without --mps ---
-
-# Every stand-in CUDA process appends "ROLE PID-OF-THE-MPS-DAEMON-IT-FOUND" (or "none") to
-# $STANDIN_SEEN; with STANDIN_WANT_MPS=1 one that finds no live daemon fails.
-MPS_CHECK = r"""
-def mps_daemon(role):
-    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "")
-    try:
-        pid = int(open(os.path.join(pipe, "daemon.pid")).read()) if pipe else 0
-        os.kill(pid, 0)
-        st = open("/proc/%d/stat" % pid).read().rsplit(") ", 1)[1].split()[0]
-        found = str(pid) if st != "Z" else "none"
-    except (OSError, ValueError):
-        found = "none"
-    with open(os.environ["STANDIN_SEEN"], "a") as fh:
-        fh.write("%s %s\n" % (role, found))
-    if os.environ.get("STANDIN_WANT_MPS") == "1" and found == "none":
-        print("stand-in: no MPS daemon (pipe %r)" % pipe, file=sys.stderr)
-        sys.exit(1)
-"""
 
 # .gpu/interference in its two-process roles: the low process of a pair runs until the stop file.
 INTERFERENCE = r"""#!/usr/bin/env python3
@@ -527,73 +489,18 @@ def get_thread_priority():
     return getattr(_tls, "p", PRIORITY_UNSET)
 """
 
-# nvidia-cuda-mps-control: -d starts a "daemon" (a process named like the real one's,
-# nvidia-cuda-mps, which is what mps_daemon.sh looks for) under a keeper that reaps it (a container's
-# pid 1 may not), and writes its pid into the pipe directory; "quit" on stdin ends it, unless
-# STANDIN_MPS_STUCK=1; STANDIN_MPS_FAIL=1 makes -d fail.
-MPS_CONTROL = r"""#!/usr/bin/env python3
-import os, signal, subprocess, sys, time
-pipe, logd = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", ""), os.environ.get("CUDA_MPS_LOG_DIRECTORY", "")
-if not (pipe and os.path.isdir(pipe) and logd and os.path.isdir(logd)):
-    print("stand-in mps control: no pipe or log directory"); sys.exit(1)
-pidf = os.path.join(pipe, "daemon.pid")
-def log(line):
-    with open(os.path.join(logd, "control.log"), "a") as fh:
-        fh.write(line + "\n")
-if sys.argv[1:] == ["-d"]:
-    if os.environ.get("STANDIN_MPS_FAIL") == "1":
-        print("stand-in mps control: cannot start"); sys.exit(1)
-    daemon = ("import os, signal, time\n"
-              "open('/proc/self/comm', 'w').write('nvidia-cuda-mps')\n"
-              "if os.environ.get('STANDIN_MPS_STUCK') == '1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-              "time.sleep(300)\n")
-    keeper = ("import subprocess, sys\n"
-              "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]])\n"
-              "open(sys.argv[2], 'w').write(str(p.pid))\n"
-              "p.wait()\n")
-    subprocess.Popen([sys.executable, "-c", keeper, daemon, pidf + ".tmp"], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        if os.path.exists(pidf + ".tmp") and open(pidf + ".tmp").read():
-            break
-        time.sleep(0.05)
-    os.replace(pidf + ".tmp", pidf)
-    log("started daemon " + open(pidf).read())
-    sys.exit(0)
-cmd = sys.stdin.read().strip()
-pid = int(open(pidf).read())
-if cmd == "get_server_list":
-    print(pid)
-elif cmd == "quit":
-    log("quit")
-    os.kill(pid, signal.SIGTERM)
-    print("quit sent")
-"""
-
 
 def scratch_repo(d):
-    """The runners' scratch tree (bench_stats.scratch_tree), with the stand-in torch and gpuprio.py
-    helper, and bin/ for PATH."""
+    """The runners' scratch tree (bench_selftest.scratch_tree), with the stand-in torch and gpuprio.py
+    helper, and bin/ for PATH (a python for run_torch_bench.sh; `id -u` answers $STANDIN_UID, 0 by
+    default)."""
     root = scratch_tree(d, {"interference": INTERFERENCE})
     os.makedirs(os.path.join(root, "tools", "python"))
     write(os.path.join(root, "tools", "python"), "gpuprio.py", GPUPRIO_HELPER)
     os.makedirs(os.path.join(root, "faketorch", "torch"))
     write(os.path.join(root, "faketorch", "torch"), "__init__.py", FAKE_TORCH)
-    bindir = os.path.join(root, "bin")
-    os.makedirs(bindir)
-    write_program(os.path.join(bindir, "nvidia-cuda-mps-control"), MPS_CONTROL)
-    write_program(os.path.join(bindir, "python"), TORCH_PYTHON)
-    # --mps needs root: to the runner whoever runs the self-test is, unless STANDIN_UID says otherwise.
-    with open(os.path.join(bindir, "id"), "w") as fh:
-        fh.write('#!/bin/sh\nif [ "$1" = -u ]; then echo "${STANDIN_UID:-0}"; else exec %s "$@"; fi\n'
-                 % (shutil.which("id") or "/usr/bin/id"))
-    os.chmod(os.path.join(bindir, "id"), 0o755)
+    stand_in_bin(root, {"python": TORCH_PYTHON}, uid='"${STANDIN_UID:-0}"')
     return root
-
-
-def mps_pids():
-    p = subprocess.run(["pgrep", "-x", "nvidia-cuda-mps"], capture_output=True, text=True)
-    return set(p.stdout.split())
 
 
 def run_runner(root, d, script, tag, args, env):
@@ -602,10 +509,7 @@ def run_runner(root, d, script, tag, args, env):
     out = os.path.join(d, "out_" + tag)
     seen = os.path.join(d, "seen_" + tag)
     open(seen, "w").close()
-    e = dict(os.environ, PATH=os.path.join(root, "bin") + os.pathsep + os.environ.get("PATH", ""),
-             STANDIN_SEEN=seen, ROUNDS="1")
-    for k in ("LD_PRELOAD", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-        e.pop(k, None)
+    e = runner_env(root, STANDIN_SEEN=seen, ROUNDS="1")
     e.update(env)
     before = mps_pids()
     p = subprocess.run(["bash", os.path.join(root, "tools", "bench", script), out] + args, capture_output=True,
@@ -802,9 +706,7 @@ def main():
         torch_part(d)
         mps_runners(d)
         exit_summaries(d)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    return 0 if passed == len(results) else 1
+    return finish()
 
 
 if __name__ == "__main__":
