@@ -16,6 +16,7 @@ One module per concern:
   trace_summarize  `trace summarize`
   trace_merge      `trace merge`
   exporter         `exporter`: the segments as Prometheus metrics
+  mps              `mps`: an MPS control daemon; run's and doctor's warning without one
 
 Standard library only; Python 3.9 or newer.
 """

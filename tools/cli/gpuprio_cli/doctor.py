@@ -9,8 +9,9 @@ import sys
 
 from .clean_segments import scan_segments, segment_line
 from .doctor_checks import (
-    check_driver, check_library, check_mps, check_runtime, driver_version_text, isolation_verdict,
-    nvidia_kernel_driver, version_tuple)
+    check_driver, check_library, check_mps, check_runtime, check_sharing, driver_version_text,
+    isolation_verdict, nvidia_kernel_driver, version_tuple)
+from .mps import processes_text
 from .run import LIB_NAME
 from .segment_layout import SEGMENT_BYTES, SHM_DIR
 from .segments import default_shm_dir, format_gpu_uuid
@@ -172,6 +173,22 @@ def doctor_segments(doctor, args, environ):
     return scan
 
 
+def doctor_sharing(doctor, environ, scan, mps):
+    """One warning per GPU where gpuprio processes of different priorities share the GPU without
+    MPS: it time-slices between them, and nothing keeps a running kernel of the lower one off
+    the SMs the higher one needs."""
+    if scan is None:
+        return
+    for entry in check_sharing(environ, scan["shm_dir"], mps):
+        doctor.add("sharing", "warning",
+                   f"{entry['gpu']} (domain {entry['domain']}): gpuprio processes of different "
+                   f"priorities share it without MPS ({processes_text(entry['processes'])}): "
+                   "the GPU time-slices between them, and a running kernel of one delays the "
+                   "other",
+                   "start an MPS daemon (gpuprio mps start) and run these processes under it "
+                   "(docs/mps.md)")
+
+
 def doctor_text(doctor, usable, version):
     lines = [f"gpuprio doctor (gpuprio {version or 'unknown'})"]
     for c in doctor.checks:
@@ -199,6 +216,7 @@ def command_doctor(args, environ):
     mps = check_mps(environ, driver)
     doctor_mps(doctor, mps)
     scan = doctor_segments(doctor, args, environ)
+    doctor_sharing(doctor, environ, scan, mps)
     usable = not doctor.errors()
     version = product_version()
     if args.json:

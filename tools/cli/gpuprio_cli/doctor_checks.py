@@ -307,6 +307,17 @@ def check_mps(environ, driver):
             "pipe_directory": pipe_dir, "running": running, "enabled_on_devices": enabled}
 
 
+def check_sharing(environ, shm_dir, mps):
+    """The GPUs where gpuprio processes of different priorities share the GPU (live slots of one
+    segment, as `top` reads them) while no MPS daemon serves this environment and the driver
+    reports MPS on no device: [{"gpu", "domain", "processes"}]; [] under MPS."""
+    from .mps import mixed_priority_gpus, serves
+    if serves(environ) or mps.get("enabled_on_devices"):
+        return []
+    every_gpu = {k: v for k, v in environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    return mixed_priority_gpus(every_gpu, shm_dir=shm_dir)
+
+
 def nvidia_kernel_driver():
     """The NVIDIA kernel module's version (the driver branch, 580.95.05 say), or None."""
     try:

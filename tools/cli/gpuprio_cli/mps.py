@@ -395,7 +395,7 @@ def status_report(args, environ):
     pipe_dir, log_dir, sources = resolve_dirs(args, environ)
     state, pid = pipe_state(pipe_dir)
     record = read_record(pipe_dir) if state != "none" else {}
-    if sources["log"] != "option" and isinstance(record.get("log_directory"), str):
+    if sources["log"].startswith("default") and isinstance(record.get("log_directory"), str):
         log_dir, sources["log"] = record["log_directory"], "recorded by gpuprio mps start"
     report = {"pipe_directory": pipe_dir, "log_directory": log_dir, "sources": sources,
               "state": state, "pid": pid, "answers": False, "servers": [],
