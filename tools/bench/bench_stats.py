@@ -211,6 +211,54 @@ def add_role_record_args(parser, suffixes):
         parser.add_argument("--%s-rc" % role, default="-1")
 
 
+def js_of(r, role):
+    """A two-process record's ROLE part's JSON line ({} when there is none)."""
+    return (r.get(role) or {}).get("json") or {}
+
+
+def figure_bits(rec, fig, figures):
+    """For `brief`: "LABEL=VALUE" for each (key, label, spec) of figures whose fig(rec, key) is not None."""
+    return ["%s=%s" % (label, format(v, spec)) for key, label, spec in figures for v in [fig(rec, key)] if v is not None]
+
+
+def server_brief(rec, n_label, other):
+    """`brief` of a server (the high part) beside another job: "skipped", or the server's n, p50 and
+    p99 (after n_label), other (the other job's figure; None: left out), "cut short", and
+    "FAILED: ERROR"."""
+    if rec.get("skipped"):
+        return "skipped"
+    h = js_of(rec, "high")
+    bits = []
+    if rec.get("ok") and h.get("p50_ms") is not None:
+        bits.append("%sn=%s p50=%.3f p99=%.3f ms" % (n_label, h.get("requests_done"), h["p50_ms"], h["p99_ms"]))
+    if other is not None:
+        bits.append(other)
+    if h.get("cut_short"):
+        bits.append("cut short")
+    if not rec.get("ok"):
+        bits.append("FAILED: %s" % (rec.get("error") or "")[:200])
+    return " ".join(bits)
+
+
+def report_main(who, describe, brief, build, text, record=None, commands=None):
+    """main() of a report script: `record` when record is (a function adding its arguments to the
+    parser, make_record(args)), then `brief` and `report`; commands(sub), when given, adds the
+    script's own subcommands first and returns {name: run(args)}. The exit status."""
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    own = commands(sub) if commands else {}
+    if record:
+        record[0](sub.add_parser("record"))
+    add_report_commands(sub)
+    a = p.parse_args()
+    if a.cmd in own:
+        return own[a.cmd](a)
+    if a.cmd == "record":
+        print(json.dumps(record[1](a)))
+        return 0
+    return run_report_command(a, brief, build, text, who, describe)
+
+
 def add_report_commands(sub):
     """The `brief` and `report RUNS.jsonl OUT.json OUT.txt` subcommands every report script has."""
     sub.add_parser("brief")

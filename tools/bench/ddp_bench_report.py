@@ -37,22 +37,17 @@ after the server ended, not by its --seconds), each process ran with the priorit
 gives it, and the trainer's measured steps span the server's whole measured window.
 """
 
-import argparse
 import json
 import sys
 
-from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, percentile, ratio,
-                         run_report_command, spread)
+from bench_stats import (add_role_record_args, fmt, fmt_spread, js_of, pair_record, percentile, ratio, report_main,
+                         server_brief, spread)
 from torch_two_process import read_part
 
 CONFIG_ORDER = ["alone", "ddp-alone", "native", "gpuprio", "gpuprio-b"]
 PAIRS = ("native", "gpuprio", "gpuprio-b")
 TRAINER_KEEP = 0.9   # the trainer keeps >= TRAINER_KEEP x (1 - busy share) of ddp-alone
 SERVER_P99 = 1.1     # server p99 <= SERVER_P99 x alone (under MPS)
-
-
-def js_of(r, role):
-    return (r.get(role) or {}).get("json") or {}
 
 
 # --- record ---
@@ -135,20 +130,9 @@ def trainer_steps_ms(r):
 
 
 def brief(rec):
-    if rec.get("skipped"):
-        return "skipped"
-    h = js_of(rec, "high")
-    bits = []
-    if rec.get("ok") and h.get("p50_ms") is not None:
-        bits.append("server n=%s p50=%.3f p99=%.3f ms" % (h.get("requests_done"), h["p50_ms"], h["p99_ms"]))
     tr = trainer_rate(rec)
-    if tr is not None:
-        bits.append("trainer %.2f steps/s%s" % (tr, " (in the server's window)" if rec["config"] in PAIRS else ""))
-    if h.get("cut_short"):
-        bits.append("cut short")
-    if not rec.get("ok"):
-        bits.append("FAILED: %s" % (rec.get("error") or "")[:200])
-    return " ".join(bits)
+    return server_brief(rec, "server ", None if tr is None else "trainer %.2f steps/s%s" % (
+        tr, " (in the server's window)" if rec["config"] in PAIRS else ""))
 
 
 # --- report ---
@@ -301,22 +285,18 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("record")
+def record_args(r):
     r.add_argument("--config", required=True, choices=CONFIG_ORDER)
     r.add_argument("--round", required=True)
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--mps", default="0")
     r.add_argument("--skip")
     add_role_record_args(r, ("result", "err"))
-    add_report_commands(sub)
-    a = p.parse_args()
-    if a.cmd == "record":
-        print(json.dumps(make_record(a)))
-        return 0
-    return run_report_command(a, brief, build, text, "ddp_bench", lambda r: "%s round %s" % (r["config"], r["round"]))
+
+
+def main():
+    return report_main("ddp_bench", lambda r: "%s round %s" % (r["config"], r["round"]), brief, build, text,
+                       record=(record_args, make_record))
 
 
 if __name__ == "__main__":

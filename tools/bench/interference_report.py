@@ -25,10 +25,9 @@ be free again once the high thread is quiet (gpuprio-active, gpuprio-rN, low-alo
 Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded, not an error).
 """
 
-import argparse
 import sys
 
-from bench_stats import add_report_commands, fmt, fmt_spread, ratio, run_report_command, spread
+from bench_stats import figure_bits, fmt, fmt_spread, ratio, report_main, spread
 
 CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "low-alone-gpuprio", "none", "stream", "gpuprio-off", "gpuprio-active",
                 "gpuprio-always"]
@@ -77,13 +76,9 @@ def log_of(r):
 def brief(r):
     if r.get("rc") == 125 and not r.get("ok"):
         return "skipped"
-    bits = []
-    for key, label, spec in (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
-                             ("low_active_per_s", "low/s", ".1f"), ("low_idle_per_s", "idle/s", ".1f"),
-                             ("low_alone_per_s", "low alone/s", ".1f")):
-        v = fig(r, key)
-        if v is not None:
-            bits.append("%s=%s" % (label, format(v, spec)))
+    bits = figure_bits(r, fig, (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
+                                ("low_active_per_s", "low/s", ".1f"), ("low_idle_per_s", "idle/s", ".1f"),
+                                ("low_alone_per_s", "low alone/s", ".1f")))
     if r.get("cut_short"):
         bits.append("cut short (n=%s)" % r.get("releases_done"))
     log = log_of(r)
@@ -214,12 +209,8 @@ def text(rep):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="cmd", required=True)
-    add_report_commands(sub)
-    a = p.parse_args()
-    return run_report_command(a, brief, build, text, "interference_report",
-                              lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r.get("round")))
+    return report_main("interference_report", lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r.get("round")),
+                       brief, build, text)
 
 
 if __name__ == "__main__":

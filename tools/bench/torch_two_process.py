@@ -75,8 +75,8 @@ import threading
 import time
 import traceback
 
-from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, percentile,
-                         ratio, run_report_command, spread)
+from bench_stats import (add_role_record_args, fmt, fmt_spread, js_of, pair_record, percentile, ratio, report_main,
+                         server_brief, spread)
 
 PEER_BYTES = 4096
 PEER_MAGIC = 0x3172656570687467  # "gthpeer1", little-endian
@@ -762,10 +762,6 @@ def make_record(a):
     return pair_record(rec, a.skip, read, check, one_process)
 
 
-def js_of(r, role):
-    return (r.get(role) or {}).get("json") or {}
-
-
 def low_rate(r):
     if not r.get("ok"):
         return None
@@ -777,20 +773,8 @@ def low_rate(r):
 
 
 def brief(rec):
-    if rec.get("skipped"):
-        return "skipped"
-    h = js_of(rec, "high")
-    bits = []
-    if rec.get("ok") and h.get("p50_ms") is not None:
-        bits.append("n=%s p50=%.3f p99=%.3f ms" % (h.get("requests_done"), h["p50_ms"], h["p99_ms"]))
     lr = low_rate(rec)
-    if lr is not None:
-        bits.append("low=%.1f img/s" % lr)
-    if h.get("cut_short"):
-        bits.append("cut short")
-    if not rec.get("ok"):
-        bits.append("FAILED: %s" % (rec.get("error") or "")[:200])
-    return " ".join(bits)
+    return server_brief(rec, "", None if lr is None else "low=%.1f img/s" % lr)
 
 
 def build(runs):
@@ -913,9 +897,8 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="cmd", required=True)
+def job_commands(sub):
+    """The jobs' subcommands (high, low, threads), for report_main."""
     def common(s):
         s.add_argument("--device", default="cuda")
         s.add_argument("--dtype", choices=["fp16", "fp32"], default="fp16")
@@ -957,25 +940,21 @@ def main():
     common(t)
     high_options(t)
     low_options(t)
-    r = sub.add_parser("record")
+    return {"high": run_role, "low": run_role, "threads": run_threads}
+
+
+def record_args(r):
     r.add_argument("--form", choices=["processes", "threads"], default="processes")
     r.add_argument("--config", required=True)
     r.add_argument("--round", required=True)
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
     add_role_record_args(r, ("result", "err"))
-    add_report_commands(sub)
-    a = p.parse_args()
 
-    if a.cmd in ("high", "low"):
-        return run_role(a)
-    if a.cmd == "threads":
-        return run_threads(a)
-    if a.cmd == "record":
-        print(json.dumps(make_record(a)))
-        return 0
-    return run_report_command(a, brief, build, text, "torch_two_process",
-                              lambda r: "%s round %s" % (r["config"], r["round"]))
+
+def main():
+    return report_main("torch_two_process", lambda r: "%s round %s" % (r["config"], r["round"]), brief, build, text,
+                       record=(record_args, make_record), commands=job_commands)
 
 
 if __name__ == "__main__":

@@ -25,12 +25,10 @@ low alone x (1 - busy).
 Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded, not an error).
 """
 
-import argparse
-import json
 import sys
 
-from bench_stats import (add_report_commands, add_role_record_args, fmt, fmt_spread, pair_record, process_part,
-                         ratio, run_report_command, spread)
+from bench_stats import (add_role_record_args, figure_bits, fmt, fmt_spread, js_of, pair_record, process_part, ratio,
+                         report_main, spread)
 
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
 # PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
@@ -76,7 +74,7 @@ def make_record(a):
 # --- figures of one record ---
 
 def high_js(r):
-    return (r.get("high") or {}).get("json") or {}
+    return js_of(r, "high")
 
 
 def low_js(r):
@@ -104,12 +102,8 @@ def fig(r, key):
 def brief(rec):
     if rec.get("skipped"):
         return "skipped"
-    bits = []
-    for key, label, spec in (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
-                             ("low_per_s", "low/s", ".1f")):
-        v = fig(rec, key)
-        if v is not None:
-            bits.append("%s=%s" % (label, format(v, spec)))
+    bits = figure_bits(rec, fig, (("high_p50_ms", "p50", ".3f"), ("high_p99_ms", "p99", ".3f"),
+                                  ("low_per_s", "low/s", ".1f")))
     h = high_js(rec)
     if h.get("cut_short"):
         bits.append("cut short (n=%s)" % h.get("releases_done"))
@@ -255,10 +249,7 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("record")
+def record_args(r):
     r.add_argument("--group", required=True)
     r.add_argument("--config", required=True)
     r.add_argument("--round", required=True)
@@ -266,14 +257,11 @@ def main():
     r.add_argument("--gpuprio", default="0")
     r.add_argument("--skip")
     add_role_record_args(r, ("out", "err"))
-    add_report_commands(sub)
-    a = p.parse_args()
 
-    if a.cmd == "record":
-        print(json.dumps(make_record(a)))
-        return 0
-    return run_report_command(a, brief, build, text, "two_process_report",
-                              lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]))
+
+def main():
+    return report_main("two_process_report", lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]),
+                       brief, build, text, record=(record_args, make_record))
 
 
 if __name__ == "__main__":
