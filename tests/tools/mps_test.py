@@ -385,6 +385,10 @@ class SharingTest(MpsTestCase):
                                               env={"CUDA_VISIBLE_DEVICES": "GPU-0011"})), 1)
         self.assertEqual(self.run_command("--priority", "high",
                                           env={"CUDA_VISIBLE_DEVICES": ""}), [])
+        if not os.path.isdir("/proc/driver/nvidia/gpus"):
+            # An index that cannot be mapped to a UUID here may be any GPU.
+            self.assertEqual(len(self.run_command("--priority", "high",
+                                                  env={"CUDA_VISIBLE_DEVICES": "0"})), 1)
 
     def test_a_slot_nobody_holds_is_no_process(self):
         self.segment([-1], held=False)

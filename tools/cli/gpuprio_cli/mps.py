@@ -603,6 +603,8 @@ def visible_gpus(environ):
         elif re.fullmatch(r"[0-9]+", entry):
             if gpus is None:
                 gpus = nvidia_gpus()
+                if not gpus:
+                    return None  # no /proc/driver/nvidia here (a container): not mapped
                 # CUDA numbers them fastest first, ties by PCI bus id: the bus order is CUDA's
                 # only where every GPU is the same model, or with CUDA_DEVICE_ORDER=PCI_BUS_ID.
                 if (environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID"
