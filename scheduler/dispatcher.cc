@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "absl/algorithm/container.h"
 #include "absl/container/inlined_vector.h"
@@ -12,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "scheduler/backpressure.h"
+#include "scheduler/completion_marks.h"
 #include "scheduler/base/atomic_max.h"
 #include "scheduler/base/clock.h"
 #include "scheduler/base/log_throttle.h"
@@ -1067,21 +1069,14 @@ void Dispatcher::ReportFailure(const Op& op, CUresult result) {
 
 void Dispatcher::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns,
                              uint64_t estimate, CUevent start, int64_t now_ns) {
-  // An op being measured is marked alone (its start event pairs with that mark). Budgeted work
-  // is marked every few ops, and each op that is a large part of its budget alone, so each
-  // completion frees budget while the next op runs (one mark over the whole budget would let the
-  // GPU drain before more is admitted); otherwise a mark every 32 ops keeps the event cost off
-  // the launch rate.
+  // An op being measured is marked alone (its start event pairs with that mark).
   ++q->ops_since_mark;
   // Confined work is marked like budgeted work, against its queue bound: its completions free
   // room on the twin.
   const bool confined = op.confined_stream != nullptr;
   if (confined) budget_ns = options_.confined_queue_ns;
-  const bool budgeted = budget_ns > 0;
   const bool mark =
-      start != nullptr || q->ops_since_mark >= options_.ops_per_completion_event ||
-      (budgeted && (q->ops_since_mark >= options_.budgeted_ops_per_completion_event ||
-                    estimate >= budget_ns / 8));
+      MarkAfterIssue(q->ops_since_mark, start != nullptr, budget_ns, estimate, options_);
   // Marked alone without a start event, the op is measured from the mark before it, which is its
   // start only if the GPU was still busy with that mark's work when the op was issued: a mark
   // already complete means the GPU may have idled in between, and the gap would be learned as
@@ -1283,6 +1278,24 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
   for (CompletionMark& m : q->marks) m.covers = m.covers > count ? m.covers - count : 0;
 }
 
+void Dispatcher::LearnFromMark(const StreamQueue& q, const InFlight& f, CUevent mark) {
+  // GPU time between the op's start event (or, back to back, the previous mark) and its mark.
+  const CUevent from =
+      f.start != nullptr ? f.start : (f.back_to_back ? q.last_completed : nullptr);
+  float ms = 0;
+  int64_t exact_ns = -1;
+  if (from != nullptr && driver_.event_elapsed_time(&ms, from, mark) == CUDA_SUCCESS && ms >= 0) {
+    exact_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
+  const bool alone = f.alone && f.cost_key != nullptr;
+  if (exact_ns < 0 && !alone) return;  // nothing to learn: no clock read, no look-up
+  const std::optional<uint64_t> sample =
+      exact_ns >= 0 ? DurationSample(exact_ns, alone, 0, 0)
+                    : DurationSample(exact_ns, alone, SteadyNowNs() - f.issue_ns,
+                                     estimates_.Estimate(f.cost_key, 0));
+  if (sample.has_value()) estimates_.Observe(f.cost_key, *sample);
+}
+
 int Dispatcher::PollCompletions() {
   int passed = 0;
   for (size_t i = 0; i < tracking_.size();) {
@@ -1290,28 +1303,7 @@ int Dispatcher::PollCompletions() {
     while (!q->marks.empty()) {
       const CompletionMark m = q->marks.front();
       if (QueryMark(m.event) == CUDA_ERROR_NOT_READY) break;
-      if (m.single_op && m.covers >= 1) {
-        const InFlight& f = q->in_flight[m.covers - 1];
-        // GPU time between the op's start event (or, back to back, the previous mark) and its
-        // mark; without either there is no exact measurement and nothing is learned.
-        CUevent from = f.start != nullptr ? f.start
-                                          : (f.back_to_back ? q->last_completed : nullptr);
-        float ms = 0;
-        if (from != nullptr && driver_.event_elapsed_time(&ms, from, m.event) == CUDA_SUCCESS &&
-            ms >= 0) {
-          estimates_.Observe(f.cost_key, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
-        } else if (f.alone && f.cost_key != nullptr) {
-          // No exact measurement, but an upper bound: it may only lower the estimate. An
-          // over-estimate would otherwise last for good: it keeps the op alone in flight (the
-          // budget, the confined queue bound), and an op alone is never measured back to back.
-          const int64_t upper_ns = SteadyNowNs() - f.issue_ns;
-          if (upper_ns > 0 &&
-              static_cast<uint64_t>(upper_ns) < estimates_.Estimate(f.cost_key, 0)) {
-            estimates_.Observe(f.cost_key, static_cast<uint64_t>(upper_ns));
-          }
-        }
-      }
-
+      if (m.single_op && m.covers >= 1) LearnFromMark(*q, q->in_flight[m.covers - 1], m.event);
       q->marks.pop_front();
       ++passed;
       Retire(q, m.covers);

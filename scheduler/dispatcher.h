@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "scheduler/completion_marks.h"
 #include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
@@ -216,6 +217,8 @@ class Dispatcher {
   // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
   CUresult SetContext(CUcontext context);
   int PollCompletions();  // returns the number of completion marks passed
+  // A passed mark over the one op `f`: its duration, measured or bounded, for the estimates.
+  void LearnFromMark(const StreamQueue& q, const InFlight& f, CUevent mark);
   // Whether `op` waits for a stream of another device that has not issued what it must follow.
   bool WaitsForOtherDevice(const Op& op) const {
     return op.depends_on != nullptr && op.depends_on->dispatcher != this &&
@@ -282,8 +285,8 @@ class Dispatcher {
   // behind the dispatcher's own work competes with no launch and frees room sooner. Not while
   // another process waits on this one (`peers_held`): a late notice idles the GPU for both.
   bool MarkDueWhileHeld(const StreamQueue& q, int64_t now_ns, bool peers_held) const {
-    return !q.direct_uncovered || peers_held || q.marks.empty() ||
-           now_ns - q.last_mark_ns >= static_cast<int64_t>(options_.held_mark_interval_ns);
+    return scheduler::MarkDueWhileHeld(q.direct_uncovered, peers_held, !q.marks.empty(),
+                                       now_ns - q.last_mark_ns, options_);
   }
   bool AnyPeerHeld() const { return coordinator_ != nullptr && coordinator_->AnyPeerHeld(); }
   // While work is held back here: whether another process holds work back (AnyPeerHeld), read
