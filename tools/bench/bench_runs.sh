@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The run matrix the table runners share (run_interference_bench.sh, run_two_process_bench.sh,
-# run_torch_bench.sh): rounds in rotated order, when a run is skipped, .gpu/interference's common
-# settings and calibration, and the table at the end. `source` it after tests/gpu/gpu_run_args.sh
+# run_torch_bench.sh, run_ddp_bench.sh): the configurations asked for, rounds in rotated order, when
+# a run is skipped, a run's record, .gpu/interference's common settings and calibration, and the
+# table at the end. `source` it after tests/gpu/gpu_run_args.sh
 # (it uses say, py, work and out). Sets
 #   rounds            ROUNDS (3)
 #   gpuprio_env       BENCH_GPUPRIO_ENV as an array: more VAR=VALUE for every gpuprio run or process,
@@ -59,6 +60,32 @@ rotated() {
   for ((i = 0; i < ${#all[@]}; i++)); do rotated+=("${all[(i + round - 1) % ${#all[@]}]}"); done
 }
 
+# read_configs RUNNER VAR DEFAULT VALID...: sets the array configs to the words of $VAR (DEFAULT
+# when it is unset or empty); one that is not among VALID is an error (exit 2).
+read_configs() {
+  local who="$1" var="$2" c v known
+  read -r -a configs <<<"${!var:-$3}"
+  shift 3
+  for c in "${configs[@]}"; do
+    known=0
+    for v in "$@"; do [[ "$c" == "$v" ]] && known=1; done
+    if ((!known)); then
+      echo "$who: unknown configuration '$c' in $var" >&2
+      exit 2
+    fi
+  done
+}
+
+# run_rounds RUN CONFIG...: ROUNDS rounds of RUN ROUND CONFIG, each round's configurations rotated.
+run_rounds() {
+  local run="$1" r c
+  shift
+  for ((r = 1; r <= rounds; r++)); do
+    rotated "$r" "$@"
+    for c in "${rotated[@]}"; do "$run" "$r" "$c"; done
+  done
+}
+
 # run_skip WITH_LIB BUDGET_NAME: sets skip to why the next run is not made ("" when it is made). Once
 # gpuprio runs have timed out twice the gpuprio ones are skipped, and once the runs have taken
 # $budget seconds (BUDGET_NAME says which variable set it) every one is, so that neither a hanging
@@ -93,6 +120,21 @@ record_run() {
   shift 3
   "$py" "$report" record "$@" >>"$runs"
   say "$what ($((SECONDS - t0)) s) $(tail -n 1 "$runs" | "$py" "$report" brief)"
+}
+
+# record_pair REPORT T0 KIND WHAT HIGH LOW ARGS...: record_run of a two-process run, from the
+# caller's tag, hpid, lpid, hrc, lrc and with_lib: ARGS, then for each process that was started
+# --ROLE-KIND $work/TAG.ROLE.EXT (EXT json for KIND result, out for out), --ROLE-err and --ROLE-rc;
+# the progress line "WHAT: HIGH rc=N LOW rc=N" ("-" for one not started); then count_timeout.
+record_pair() {
+  local report="$1" t0="$2" kind="$3" what="$4" high="$5" low="$6" ext=out
+  shift 6
+  [[ "$kind" == result ]] && ext=json
+  local -a files=()
+  [[ -n "$hpid" ]] && files+=("--high-$kind" "$work/$tag.high.$ext" --high-err "$work/$tag.high.err" --high-rc "$hrc")
+  [[ -n "$lpid" ]] && files+=("--low-$kind" "$work/$tag.low.$ext" --low-err "$work/$tag.low.err" --low-rc "$lrc")
+  record_run "$report" "$t0" "$what: $high rc=${hrc:--} $low rc=${lrc:--}" "$@" "${files[@]}"
+  count_timeout "$with_lib" "$hrc" "$lrc"
 }
 
 # use_calibration RC REPORT: the SM clock rate the calibration run (one native alone run on the idle

@@ -232,29 +232,16 @@ run_config() {
   esac
   finish_pair "$hpid" "$lpid" "$stop" 10 30 "r$round $config"
   [[ -n "$lpid" ]] && reap_workers "$pids" 5
-  local -a files=()
-  [[ -n "$hpid" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.high.err" --high-rc "$hrc")
-  [[ -n "$lpid" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.low.err" --low-rc "$lrc")
-  record_run "$report" "$t0" "r$round $config: server rc=${hrc:--} trainer rc=${lrc:--}" "${rec[@]}" "${files[@]}"
-  count_timeout "$with_lib" "$hrc" "$lrc"
+  record_pair "$report" "$t0" result "r$round $config" server trainer "${rec[@]}"
 }
 
-read -r -a configs <<<"${DDP_CONFIGS:-alone ddp-alone native gpuprio}"
-for c in "${configs[@]}"; do
-  case "$c" in
-    alone | ddp-alone | native | gpuprio | gpuprio-b) ;;
-    *) echo "run_ddp_bench: unknown configuration '$c' in DDP_CONFIGS" >&2; exit 2 ;;
-  esac
-done
+read_configs run_ddp_bench DDP_CONFIGS "alone ddp-alone native gpuprio" alone ddp-alone native gpuprio gpuprio-b
 if ((native_only)); then
   keep=()
   for c in "${configs[@]}"; do [[ "$c" == gpuprio* ]] || keep+=("$c"); done
   configs=("${keep[@]}")
 fi
-for ((r = 1; r <= rounds; r++)); do
-  rotated "$r" "${configs[@]}"
-  for c in "${rotated[@]}"; do run_config "$r" "$c"; done
-done
+run_rounds run_config "${configs[@]}"
 
 cp "$runs" "$out/${name}_runs.jsonl"
 tar -czf "$out/${name}_logs.tgz" -C "$work" --exclude='*.json' --exclude='*.pids' --exclude='*.ready' \

@@ -186,25 +186,13 @@ run_config() {
       hpid=$started_pid ;;
   esac
   finish_pair "$hpid" "$lpid" "$stop" 10 15 "r$round $config"
-  local -a files=()
-  [[ -n "$hpid" ]] && files+=(--high-result "$work/$tag.high.json" --high-err "$work/$tag.high.err" --high-rc "$hrc")
-  [[ -n "$lpid" ]] && files+=(--low-result "$work/$tag.low.json" --low-err "$work/$tag.low.err" --low-rc "$lrc")
-  record_run "$script" "$t0" "r$round $config: high rc=${hrc:--} low rc=${lrc:--}" "${rec[@]}" "${files[@]}"
-  count_timeout "$with_lib" "$hrc" "$lrc"
+  record_pair "$script" "$t0" result "r$round $config" high low "${rec[@]}"
 }
 
-read -r -a configs <<<"${TORCH_CONFIGS:-alone low-alone native gpuprio}"
-for c in "${configs[@]}"; do
-  case "$c" in
-    alone | alone-gpuprio | low-alone | native | gpuprio | gpuprio-b) ;;
-    *) echo "run_torch_bench: unknown configuration '$c' in TORCH_CONFIGS" >&2; exit 2 ;;
-  esac
-done
+read_configs run_torch_bench TORCH_CONFIGS "alone low-alone native gpuprio" \
+  alone alone-gpuprio low-alone native gpuprio gpuprio-b
 ((native_only)) && configs=(alone low-alone native)
-for ((r = 1; r <= rounds; r++)); do
-  rotated "$r" "${configs[@]}"
-  for c in "${rotated[@]}"; do run_config "$r" "$c"; done
-done
+run_rounds run_config "${configs[@]}"
 
 cp "$runs" "$out/${name}_runs.jsonl"
 # The records carry no MPS field: the table says it, as well as the file names.

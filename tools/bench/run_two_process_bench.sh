@@ -121,11 +121,7 @@ run_config() {
   esac
   # A low batch is 20 x L (400 ms at 20 ms); 10 s give it that and its exit, then it is ended.
   finish_pair "$hpid" "$lpid" "$stop" 5 10 "r$round L=$low $config"
-  local -a files=()
-  [[ -n "$hpid" ]] && files+=(--high-out "$work/$tag.high.out" --high-err "$work/$tag.high.err" --high-rc "$hrc")
-  [[ -n "$lpid" ]] && files+=(--low-out "$work/$tag.low.out" --low-err "$work/$tag.low.err" --low-rc "$lrc")
-  record_run "$report" "$t0" "r$round L=$low $config: high rc=${hrc:--} low rc=${lrc:--}" "${rec[@]}" "${files[@]}"
-  count_timeout "$with_lib" "$hrc" "$lrc"
+  record_pair "$report" "$t0" out "r$round L=$low $config" high low "${rec[@]}"
 }
 
 # --- Calibration: one native alone run on the idle GPU; its clock rate goes to every process. ---
