@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -25,6 +26,24 @@ def finish():
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1
+
+
+def run_steps(*steps):
+    """Each step(d) in turn, in one temporary directory d; then finish()."""
+    with tempfile.TemporaryDirectory() as d:
+        for step in steps:
+            step(d)
+    return finish()
+
+
+def part_args(kind, high=None, low=None, high_rc=0, low_rc=0, err=None):
+    """A two-process record's files: --ROLE-KIND FILE [--ROLE-err ERR] --ROLE-rc N for each of high
+    and low given."""
+    args = []
+    for role, path, rc in (("high", high, high_rc), ("low", low, low_rc)):
+        if path:
+            args += ["--%s-%s" % (role, kind), path] + (["--%s-err" % role, err] if err else []) + ["--%s-rc" % role, str(rc)]
+    return args
 
 
 def run(args, stdin=None):

@@ -19,10 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench_selftest import (HERE, MPS_CHECK, check, finish, mps_pids, runner_env, scratch_tree, stand_in_bin)
+from bench_selftest import (HERE, MPS_CHECK, check, mps_pids, part_args, run_steps, runner_env, scratch_tree,
+                            stand_in_bin)
 
 
 # $PYTHON for run_ddp_bench.sh. Each stand-in process appends a JSON line to $STANDIN_LOG (what
@@ -204,10 +204,7 @@ def report_code(d):
                 "--mps", str(mps)]
         if skip:
             args += ["--skip", skip]
-        if high is not None:
-            args += ["--high-result", high, "--high-err", os.path.join(d, "none.err"), "--high-rc", str(high_rc)]
-        if low is not None:
-            args += ["--low-result", low, "--low-err", os.path.join(d, "none.err"), "--low-rc", str(low_rc)]
+        args += part_args("result", high, low, high_rc, low_rc, err=os.path.join(d, "none.err"))
         p = subprocess.run(args, capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError("record failed: %s" % p.stderr)
@@ -435,15 +432,16 @@ def failures(root, d):
         os.kill(pid, 9)
 
 
+def runner(d):
+    root = scratch_tree(d, {})
+    stand_in_bin(root, {"python": STANDIN_PYTHON})
+    plain(root, d)
+    mps(root, d)
+    failures(root, d)
+
+
 def main():
-    with tempfile.TemporaryDirectory() as d:
-        report_code(d)
-        root = scratch_tree(d, {})
-        stand_in_bin(root, {"python": STANDIN_PYTHON})
-        plain(root, d)
-        mps(root, d)
-        failures(root, d)
-    return finish()
+    return run_steps(report_code, runner)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from bench_selftest import check, finish, scratch_tree
+from bench_selftest import check, run_steps, scratch_tree
 
 # The stand-in: prints one JSON line like interference.cu's. Low rates: 1000/L per second alone;
 # beside the chain 0.9 of that under gpuprio-active/always (isolated), 0.5 natively; in the tail
@@ -192,14 +191,16 @@ def launch_isolation(root, d):
           "FAIL (a green context" in iso, iso)
 
 
+def runner(d):
+    root = scratch_tree(d, {"interference": STANDIN, "launch_rate": LAUNCH_STANDIN})
+    main_plan(root, d)
+    chosen_configs(root, d)
+    other_plans(root, d)
+    launch_isolation(root, d)
+
+
 def main():
-    with tempfile.TemporaryDirectory() as d:
-        root = scratch_tree(d, {"interference": STANDIN, "launch_rate": LAUNCH_STANDIN})
-        main_plan(root, d)
-        chosen_configs(root, d)
-        other_plans(root, d)
-        launch_isolation(root, d)
-    return finish()
+    return run_steps(runner)
 
 
 if __name__ == "__main__":

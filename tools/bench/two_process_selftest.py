@@ -17,10 +17,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from bench_selftest import (MPS_CHECK, check, finish, mps_pids, run, runner_env, scratch_tree, stand_in_bin,
-                            write)
+from bench_selftest import (MPS_CHECK, check, mps_pids, part_args, run, run_steps, runner_env, scratch_tree,
+                            stand_in_bin, write)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -143,11 +142,7 @@ def torch_part(d):
 
     def record(config, rnd, gpuprio, high=None, low=None, high_rc=0, low_rc=0):
         args = [script, "record", "--config", config, "--round", str(rnd), "--gpuprio", str(gpuprio)]
-        if high:
-            args += ["--high-result", high, "--high-rc", str(high_rc)]
-        if low:
-            args += ["--low-result", low, "--low-rc", str(low_rc)]
-        rc, out, err = run(args)
+        rc, out, err = run(args + part_args("result", high, low, high_rc, low_rc))
         assert rc == 0, err
         lines.append(out)
         return json.loads(out)
@@ -203,11 +198,7 @@ def torch_part(d):
     # The threads form: one process, each thread's own priority instead of GPUPRIO_PRIORITY.
     def threads_record(config, gpuprio, high=None, low=None, rc=0):
         args = [script, "record", "--form", "threads", "--config", config, "--round", "1", "--gpuprio", str(gpuprio)]
-        if high:
-            args += ["--high-result", high, "--high-rc", str(rc)]
-        if low:
-            args += ["--low-result", low, "--low-rc", str(rc)]
-        rc, out, err = run(args)
+        rc, out, err = run(args + part_args("result", high, low, rc, rc))
         assert rc == 0, err
         return json.loads(out)
 
@@ -701,12 +692,7 @@ def js_of_part(rec, role):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as d:
-        two_process(d)
-        torch_part(d)
-        mps_runners(d)
-        exit_summaries(d)
-    return finish()
+    return run_steps(two_process, torch_part, mps_runners, exit_summaries)
 
 
 if __name__ == "__main__":
