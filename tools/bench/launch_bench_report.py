@@ -14,6 +14,8 @@ import json
 import statistics
 import sys
 
+from bench_stats import fmt as f, ratio, read_jsonl
+
 METRICS = ["launches_per_s", "call_us_mean", "call_us_p50", "call_us_p99"]
 MODES = ["native", "passthrough", "schedule", "sched-nocoord", "deferred", "sched-low", "sched-trace"]
 
@@ -27,12 +29,7 @@ def main():
     p.add_argument("--reps", type=int, default=None)
     a = p.parse_args()
 
-    runs = []
-    with open(a.runs) as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                runs.append(json.loads(line))
+    runs = read_jsonl(a.runs)
 
     groups = {}
     for r in runs:
@@ -54,9 +51,7 @@ def main():
         base = by_key.get(("native", c["threads"], c["api"]))
         c["ratio_vs_native"] = {}
         for m in METRICS:
-            v = c[m + "_median"]
-            b = base[m + "_median"] if base else None
-            c["ratio_vs_native"][m] = (v / b) if (v is not None and b) else None
+            c["ratio_vs_native"][m] = ratio(c[m + "_median"], base[m + "_median"] if base else None)
 
     native_ok = all(r.get("ok") for r in runs if r["mode"] == "native") and any(r["mode"] == "native" for r in runs)
     device = next((r.get("device") for r in runs if r.get("device")), None)
@@ -64,9 +59,6 @@ def main():
               "native_all_ok": native_ok, "configs": configs, "runs": runs}
     with open(a.out_json, "w") as fh:
         json.dump(result, fh, indent=1)
-
-    def f(v, fmt):
-        return "-" if v is None else format(v, fmt)
 
     lines = [f"empty-kernel launch benchmark: {a.launches} launches per thread, median of {a.reps} interleaved runs"
              + (f", {device}" if device else ""),
