@@ -186,23 +186,6 @@ def pair_record(rec, skip, read_part, check, more_errors=None):
     return rec
 
 
-def write_outputs(rep, text, out_json, out_txt):
-    with open(out_json, "w") as fh:
-        json.dump(rep, fh, indent=1)
-        fh.write("\n")
-    with open(out_txt, "w") as fh:
-        fh.write(text)
-
-
-def native_failures(runs, who, describe):
-    """Exit status of a report: 1 (and one line each on stderr) when a native run failed or there
-    were no runs; runs under gpuprio may fail (that is a result, recorded in the table)."""
-    failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
-    for r in failed:
-        print("%s: native run failed: %s: %s" % (who, describe(r), r.get("error", "")), file=sys.stderr)
-    return 1 if failed or not runs else 0
-
-
 def add_role_record_args(parser, suffixes):
     """--high-SUFFIX/--low-SUFFIX for each suffix, and --high-rc/--low-rc (the two-process records)."""
     for role in ("high", "low"):
@@ -242,49 +225,45 @@ def server_brief(rec, n_label, other):
 
 def report_main(who, describe, brief, build, text, record=None, commands=None):
     """main() of a report script: `record` when record is (a function adding its arguments to the
-    parser, make_record(args)), then `brief` and `report`; commands(sub), when given, adds the
-    script's own subcommands first and returns {name: run(args)}. The exit status."""
+    parser, make_record(args)), then `brief < RECORD` (one line of figures for the progress log) and
+    `report RUNS.jsonl OUT.json OUT.txt` (build(runs) into OUT.json, its text(rep) into OUT.txt);
+    commands(sub), when given, adds the script's own subcommands first and returns
+    {name: run(args)}. The exit status: a report's is 1 (and one line each on stderr, describe(run)
+    saying which) when a native run failed or there were no runs; runs under gpuprio may fail (that
+    is a result, recorded in the table)."""
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     own = commands(sub) if commands else {}
     if record:
         record[0](sub.add_parser("record"))
-    add_report_commands(sub)
+    sub.add_parser("brief")
+    rp = sub.add_parser("report")
+    rp.add_argument("runs")
+    rp.add_argument("out_json")
+    rp.add_argument("out_txt")
     a = p.parse_args()
     if a.cmd in own:
         return own[a.cmd](a)
     if a.cmd == "record":
         print(json.dumps(record[1](a)))
         return 0
-    return run_report_command(a, brief, build, text, who, describe)
-
-
-def add_report_commands(sub):
-    """The `brief` and `report RUNS.jsonl OUT.json OUT.txt` subcommands every report script has."""
-    sub.add_parser("brief")
-    rp = sub.add_parser("report")
-    rp.add_argument("runs")
-    rp.add_argument("out_json")
-    rp.add_argument("out_txt")
-
-
-def run_report_command(a, brief, build, text, who, describe):
-    """Runs `brief` or `report` (add_report_commands) with the script's own pieces; the exit status."""
     if a.cmd == "brief":
-        return print_brief(brief)
+        try:
+            print(brief(json.loads(sys.stdin.read())))
+        except ValueError:
+            print("(no record)")
+        return 0
     runs = read_jsonl(a.runs)
     rep = build(runs)
-    write_outputs(rep, text(rep), a.out_json, a.out_txt)
-    return native_failures(runs, who, describe)
-
-
-def print_brief(brief):
-    """`SCRIPT brief < RECORD`: one line of figures for the progress log."""
-    try:
-        print(brief(json.loads(sys.stdin.read())))
-    except ValueError:
-        print("(no record)")
-    return 0
+    with open(a.out_json, "w") as fh:
+        json.dump(rep, fh, indent=1)
+        fh.write("\n")
+    with open(a.out_txt, "w") as fh:
+        fh.write(text(rep))
+    failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
+    for r in failed:
+        print("%s: native run failed: %s: %s" % (who, describe(r), r.get("error", "")), file=sys.stderr)
+    return 1 if failed or not runs else 0
 
 
 def main():
