@@ -1,32 +1,23 @@
-// The scheduling policy, pure (no threads, no driver, no clock reads): given a
-// view of one op and a snapshot of its device, issue it, issue it confined to
-// the SM partition, or hold it -- with the reason and when to look again. The
-// dispatcher and the client fast path both ask it.
+// The scheduling policy, pure (no threads, no driver, no clock reads): given a view of one op and
+// a snapshot of its device, issue it, issue it confined to the SM partition, or hold it -- with
+// the reason and when to look again. The dispatcher and the client fast path both ask it.
 //
 // The rules, in the order they are applied:
-//   1. Nothing is issued while work of a higher priority is pending (at a
-//   stream head) or in
-//      flight, here or in another process on the GPU -- for at most max_hold_ns
-//      after the op was first held; then the budget alone decides (Admit).
-//   2. Work below the ceiling (the highest level that submitted work within the
-//   window, at least
-//      the unbudgeted level, here or in a peer) keeps its in-flight estimated
-//      GPU time within the budget (the peer budget, if smaller, below a peer's
-//      ceiling). One op is always admitted when nothing of its level or below
-//      is in flight. While nothing more important is about, the op each stream
-//      runs now does not count (idle_budget_excludes_running).
-//   3. The long-op rule: an op longer than its budget also waits until more
-//   important work has
-//      been idle for long_op_idle_ns (at most long_op_max_hold_ns after it was
-//      first held), unless more important work is queued behind it on its own
-//      stream.
-//   4. Spatial isolation: work below a more important level (Isolation) is
-//   confined to the SM
-//      partition where one exists; rules 1-3 do not apply to it, but a stream
-//      keeps at most confined_queue_ns of estimated work on its twin (always at
-//      least one op).
-//   5. An op another op waits for (priority inheritance) and a home-only marker
-//   are never held.
+//   1. Nothing is issued while work of a higher priority is pending (at a stream head) or in
+//      flight, here or in another process on the GPU -- for at most max_hold_ns after the op was
+//      first held; then the budget alone decides (Admit).
+//   2. Work below the ceiling (the highest level that submitted work within the window, at least
+//      the unbudgeted level, here or in a peer) keeps its in-flight estimated GPU time within the
+//      budget (the peer budget, if smaller, below a peer's ceiling). One op is always admitted
+//      when nothing of its level or below is in flight. While nothing more important is about,
+//      the op each stream runs now does not count (idle_budget_excludes_running).
+//   3. The long-op rule: an op longer than its budget also waits until more important work has
+//      been idle for long_op_idle_ns (at most long_op_max_hold_ns after it was first held),
+//      unless more important work is queued behind it on its own stream.
+//   4. Spatial isolation: work below a more important level (Isolation) is confined to the SM
+//      partition where one exists; rules 1-3 do not apply to it, but a stream keeps at most
+//      confined_queue_ns of estimated work on its twin (always at least one op).
+//   5. An op another op waits for (priority inheritance) and a home-only marker are never held.
 #ifndef GPUPRIO_SCHEDULER_ISSUE_POLICY_H_
 #define GPUPRIO_SCHEDULER_ISSUE_POLICY_H_
 
@@ -195,20 +186,16 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine, const S
 
 // --- The client fast path's question. ---
 
-// Would the dispatcher issue an op of this priority at once, unbudgeted, on its
-// own stream? The client asks through a view whose getters read the shared
-// state on demand, in the order below, so the common case costs a few loads and
-// no clock read. The view provides:
+// Would the dispatcher issue an op of this priority at once, unbudgeted, on its own stream? The
+// client asks through a view whose getters read the shared state on demand, in the order below,
+// so the common case costs a few loads and no clock read. The view provides:
 //   int priority() const;
-//   bool NothingMoreImportantQueued() const;  // dispatcher idle, or only less
-//   important work
-//                                             // queued that CUDA does not
-//                                             order this op after
-//   bool AwayWorkOrders() const;      // work CUDA orders this op after is on a
-//   twin int MaxSeen() const;              // the highest level that ever
-//   submitted here int LocalCeiling() const;         // asked only below
-//   MaxSeen (reads the clock) bool PeersAllowDirect() const;    // no peer
-//   level above it, active or within the window
+//   bool NothingMoreImportantQueued() const;  // dispatcher idle, or only less important work
+//                                             // queued that CUDA does not order this op after
+//   bool AwayWorkOrders() const;    // work CUDA orders this op after is on a twin
+//   int MaxSeen() const;            // the highest level that ever submitted here
+//   int LocalCeiling() const;       // asked only below MaxSeen (reads the clock)
+//   bool PeersAllowDirect() const;  // no peer level above it, active or within the window
 template <typename ClientView>
 bool DirectIssueAllowed(const ClientView& v, const SchedulerOptions& o) {
   const int p = v.priority();
