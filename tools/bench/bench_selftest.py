@@ -42,7 +42,8 @@ def part_args(kind, high=None, low=None, high_rc=0, low_rc=0, err=None):
     args = []
     for role, path, rc in (("high", high, high_rc), ("low", low, low_rc)):
         if path:
-            args += ["--%s-%s" % (role, kind), path] + (["--%s-err" % role, err] if err else []) + ["--%s-rc" % role, str(rc)]
+            args += ["--%s-%s" % (role, kind), path] + (["--%s-err" % role, err] if err else [])
+            args += ["--%s-rc" % role, str(rc)]
     return args
 
 

@@ -186,12 +186,24 @@ def pair_record(rec, skip, read_part, check, more_errors=None):
     return rec
 
 
-def add_role_record_args(parser, suffixes):
-    """--high-SUFFIX/--low-SUFFIX for each suffix, and --high-rc/--low-rc (the two-process records)."""
-    for role in ("high", "low"):
-        for suffix in suffixes:
-            parser.add_argument("--%s-%s" % (role, suffix))
-        parser.add_argument("--%s-rc" % role, default="-1")
+def pair_record_args(kind, configs=None, mps=False, more=None):
+    """For report_main's record: what adds the arguments of a two-process report's record command:
+    more(parser) first when given, --config (one of configs when given), --round, --gpuprio 0|1,
+    --mps 0|1 (when mps), --skip WHY, and --ROLE-KIND, --ROLE-err and --ROLE-rc for high and low."""
+    def add(r):
+        if more:
+            more(r)
+        r.add_argument("--config", required=True, choices=configs)
+        r.add_argument("--round", required=True)
+        r.add_argument("--gpuprio", default="0")
+        if mps:
+            r.add_argument("--mps", default="0")
+        r.add_argument("--skip")
+        for role in ("high", "low"):
+            for suffix in (kind, "err"):
+                r.add_argument("--%s-%s" % (role, suffix))
+            r.add_argument("--%s-rc" % role, default="-1")
+    return add
 
 
 def js_of(r, role):
@@ -201,7 +213,8 @@ def js_of(r, role):
 
 def figure_bits(rec, fig, figures):
     """For `brief`: "LABEL=VALUE" for each (key, label, spec) of figures whose fig(rec, key) is not None."""
-    return ["%s=%s" % (label, format(v, spec)) for key, label, spec in figures for v in [fig(rec, key)] if v is not None]
+    values = [(label, spec, fig(rec, key)) for key, label, spec in figures]
+    return ["%s=%s" % (label, format(v, spec)) for label, spec, v in values if v is not None]
 
 
 def server_brief(rec, n_label, other):

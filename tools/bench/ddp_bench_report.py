@@ -40,7 +40,7 @@ gives it, and the trainer's measured steps span the server's whole measured wind
 import json
 import sys
 
-from bench_stats import (add_role_record_args, fmt, fmt_spread, js_of, pair_record, percentile, ratio, report_main,
+from bench_stats import (fmt, fmt_spread, js_of, pair_record, pair_record_args, percentile, ratio, report_main,
                          server_brief, spread)
 from torch_two_process import read_part
 
@@ -285,18 +285,9 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-def record_args(r):
-    r.add_argument("--config", required=True, choices=CONFIG_ORDER)
-    r.add_argument("--round", required=True)
-    r.add_argument("--gpuprio", default="0")
-    r.add_argument("--mps", default="0")
-    r.add_argument("--skip")
-    add_role_record_args(r, ("result", "err"))
-
-
 def main():
     return report_main("ddp_bench", lambda r: "%s round %s" % (r["config"], r["round"]), brief, build, text,
-                       record=(record_args, make_record))
+                       record=(pair_record_args("result", CONFIG_ORDER, mps=True), make_record))
 
 
 if __name__ == "__main__":

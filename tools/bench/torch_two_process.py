@@ -75,7 +75,7 @@ import threading
 import time
 import traceback
 
-from bench_stats import (add_role_record_args, fmt, fmt_spread, js_of, pair_record, percentile, ratio, report_main,
+from bench_stats import (fmt, fmt_spread, js_of, pair_record, pair_record_args, percentile, ratio, report_main,
                          server_brief, spread)
 
 PEER_BYTES = 4096
@@ -943,18 +943,11 @@ def job_commands(sub):
     return {"high": run_role, "low": run_role, "threads": run_threads}
 
 
-def record_args(r):
-    r.add_argument("--form", choices=["processes", "threads"], default="processes")
-    r.add_argument("--config", required=True)
-    r.add_argument("--round", required=True)
-    r.add_argument("--gpuprio", default="0")
-    r.add_argument("--skip")
-    add_role_record_args(r, ("result", "err"))
-
-
 def main():
     return report_main("torch_two_process", lambda r: "%s round %s" % (r["config"], r["round"]), brief, build, text,
-                       record=(record_args, make_record), commands=job_commands)
+                       record=(pair_record_args("result", more=lambda r: r.add_argument(
+                           "--form", choices=["processes", "threads"], default="processes")), make_record),
+                       commands=job_commands)
 
 
 if __name__ == "__main__":

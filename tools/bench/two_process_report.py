@@ -27,7 +27,7 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import sys
 
-from bench_stats import (add_role_record_args, figure_bits, fmt, fmt_spread, js_of, pair_record, process_part, ratio,
+from bench_stats import (figure_bits, fmt, fmt_spread, js_of, pair_record, pair_record_args, process_part, ratio,
                          report_main, spread)
 
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
@@ -249,19 +249,12 @@ def text(rep):
     return "\n".join(lines) + "\n"
 
 
-def record_args(r):
-    r.add_argument("--group", required=True)
-    r.add_argument("--config", required=True)
-    r.add_argument("--round", required=True)
-    r.add_argument("--mps", default="0")
-    r.add_argument("--gpuprio", default="0")
-    r.add_argument("--skip")
-    add_role_record_args(r, ("out", "err"))
-
-
 def main():
+    def group(r):
+        r.add_argument("--group", required=True)
+
     return report_main("two_process_report", lambda r: "L=%s %s round %s" % (r["group_low_ms"], r["config"], r["round"]),
-                       brief, build, text, record=(record_args, make_record))
+                       brief, build, text, record=(pair_record_args("out", mps=True, more=group), make_record))
 
 
 if __name__ == "__main__":
