@@ -23,6 +23,7 @@ import time
 
 from bench_selftest import (HERE, MPS_CHECK, check, mps_pids, part_args, run_steps, runner_env, scratch_tree,
                             stand_in_bin)
+from bench_stats import js_of
 
 
 # $PYTHON for run_ddp_bench.sh. Each stand-in process appends a JSON line to $STANDIN_LOG (what
@@ -145,10 +146,6 @@ def run_runner(root, d, tag, args, env):
 def report_of(out):
     path = os.path.join(out, "ddp_bench.json")
     return json.load(open(path)) if os.path.exists(path) else {"runs": []}
-
-
-def js(rec, role):
-    return (rec.get(role) or {}).get("json") or {}
 
 
 def report_code(d):
@@ -316,7 +313,7 @@ def report_code(d):
           "native" in txt and "gpuprio    trainer 0.952: met; server p99 1.00x: met" in txt and
           "NOT met" in txt and "under MPS" in txt and "busy share of GPU 0: 0.060" in txt, txt)
     check("report: per-request lists left out of the JSON's runs",
-          all("latency_ms" not in js(r, "high") and "step_end_ns" not in js(r, "low") for r in rep["runs"]))
+          all("latency_ms" not in js_of(r, "high") and "step_end_ns" not in js_of(r, "low") for r in rep["runs"]))
 
     # Without MPS the p99 verdict is shown for reference; a failed native run makes the exit 1.
     nomps = [dict(r, mps=False) for r in runs] + [bad["trainer ended inside the window"]]
@@ -353,18 +350,18 @@ def plain(root, d):
     gp = [r for r in runs if r["config"] == "gpuprio"]
     nat = [r for r in runs if r["config"] != "gpuprio"]
     check("plain: gpuprio runs: server high, trainer low, preloaded, one domain a run, a new one each run",
-          len(gp) == 2 and all(js(r, "high").get("env_priority") == "high" and js(r, "low").get("env_priority") == "low"
-                               and js(r, "high").get("preloaded") and js(r, "low").get("preloaded") and
-                               js(r, "high")["env_domain"] and js(r, "high")["env_domain"] == js(r, "low")["env_domain"]
-                               for r in gp) and js(gp[0], "high")["env_domain"] != js(gp[1], "high")["env_domain"],
-          [(js(r, "high").get("env_domain"), js(r, "low").get("env_domain")) for r in gp])
+          len(gp) == 2 and all(js_of(r, "high").get("env_priority") == "high" and js_of(r, "low").get("env_priority") == "low"
+                               and js_of(r, "high").get("preloaded") and js_of(r, "low").get("preloaded") and
+                               js_of(r, "high")["env_domain"] and js_of(r, "high")["env_domain"] == js_of(r, "low")["env_domain"]
+                               for r in gp) and js_of(gp[0], "high")["env_domain"] != js_of(gp[1], "high")["env_domain"],
+          [(js_of(r, "high").get("env_domain"), js_of(r, "low").get("env_domain")) for r in gp])
     check("plain: other runs without gpuprio's variables",
-          all(not js(r, role).get("preloaded") and not js(r, role).get("env_priority") and not js(r, role).get("env_domain")
-              for r in nat for role in ("high", "low") if js(r, role)), nat[:1])
+          all(not js_of(r, role).get("preloaded") and not js_of(r, role).get("env_priority") and not js_of(r, role).get("env_domain")
+              for r in nat for role in ("high", "low") if js_of(r, role)), nat[:1])
     pairs = [r for r in runs if r["config"] in ("native", "gpuprio")]
     check("plain: in each pair the server started after the trainer's ready file, the trainer stopped by the stop file",
-          len(pairs) == 4 and all(js(r, "high")["started_ns"] > js(r, "low")["ready_ns"] and
-                                  js(r, "low")["stopped_by"] == "stop-file" and r.get("trainer_window", {}).get("covered")
+          len(pairs) == 4 and all(js_of(r, "high")["started_ns"] > js_of(r, "low")["ready_ns"] and
+                                  js_of(r, "low")["stopped_by"] == "stop-file" and r.get("trainer_window", {}).get("covered")
                                   for r in pairs), [(r["config"], r.get("error")) for r in pairs])
     servers = [n for n in notes if n["role"] == "server"]
     trainers = [n for n in notes if n["role"] == "trainer"]

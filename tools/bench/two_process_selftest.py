@@ -20,6 +20,7 @@ import sys
 
 from bench_selftest import (MPS_CHECK, check, mps_pids, part_args, run, run_steps, runner_env, scratch_tree,
                             stand_in_bin, write)
+from bench_stats import js_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -603,7 +604,7 @@ def torch_threads(root, d, tb):
         check(what + " the preflight and one process per run",
               [s[0] for s in procs] == ["preflight"] + ["threads"] * 4 and
               (daemons == {"none"} if "mps" not in name else len(daemons) == 1 and "none" not in daemons), seen)
-        jobs = {c: (js_of_part(r, "high"), js_of_part(r, "low")) for c, r in runs.items()}
+        jobs = {c: (js_of(r, "high"), js_of(r, "low")) for c, r in runs.items()}
         check(what + " both jobs of a pair in one process, in two threads",
               all(h.get("pid") == l.get("pid") and h.get("tid") != l.get("tid") and h.get("stream") and l.get("stream")
                   for c, (h, l) in jobs.items() if c in ("native", "gpuprio")) and
@@ -622,7 +623,7 @@ def torch_threads(root, d, tb):
         check(what + " the host phase: per request, within the latency, in the table",
               all(0 <= (r.get("host_p50_ms") or -1) <= r["p50_ms"] and r["host_p99_ms"] <= r["max_ms"]
                   for c, r in rep_rows.items() if c in ("alone", "native", "gpuprio")) and
-              len(js_of_part(runs.get("gpuprio", {}), "high").get("host_ms", [])) == 0,
+              len(js_of(runs.get("gpuprio", {}), "high").get("host_ms", [])) == 0,
               {c: (r.get("host_p50_ms"), r.get("p50_ms")) for c, r in rep_rows.items()})
         txt = open(os.path.join(out, name + ".txt")).read() if name + ".txt" in names else ""
         check(what + " the table names the form", "host p50/p99" in txt and "one process" in txt and
@@ -638,12 +639,12 @@ def torch_threads(root, d, tb):
         if p.returncode in (0, 1) else {}
     txt = open(os.path.join(out, "torch_threads.txt")).read() if runs else ""
     replays = [s for s in seen if s[0] == "replay"]
-    gh = js_of_part(runs.get("gpuprio", {}), "high")
+    gh = js_of(runs.get("gpuprio", {}), "high")
     check("torch --threads --high-graph: the run ok, a replay per request, the table says so",
           runs.get("gpuprio", {}).get("ok") and gh.get("graph") is True and
           len(replays) == 3 + gh.get("requests_done", 0) + 2 and "CUDA graph replay" in txt,
           (p.stdout[-2000:], replays[:3], len(replays), gh.get("requests_done")))
-    gl = js_of_part(runs.get("gpuprio", {}), "low")
+    gl = js_of(runs.get("gpuprio", {}), "low")
     check("torch --threads: TORCH_HIGH_STREAM_PRIORITY sets the high stream's priority, not the low one's",
           gh.get("stream") == "own (priority -1)" and gl.get("stream") == "own (priority 0)",
           (gh.get("stream"), gl.get("stream")))
@@ -685,10 +686,6 @@ def exit_summaries(d):
     path = write(d, "summaries_missing_runs.jsonl", "".join(json.dumps(r) + "\n" for r in runs))
     rc, out, err = run([script, path])
     check("exit summaries: exit 1 when a gpuprio run has none", rc == 1 and "no exit summary" in out, (rc, out))
-
-
-def js_of_part(rec, role):
-    return (rec.get(role) or {}).get("json") or {}
 
 
 def main():
