@@ -66,6 +66,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       coordinator_(std::move(coordinator)),
       directory_(directory),
       parking_(&Dispatcher::WakePeerWord, this),
+      placement_(device, driver, options.reserved_sms, &record_mu_),
       estimates_(options.default_estimate_ns) {
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
@@ -505,13 +506,7 @@ void Dispatcher::SpinForWork(uint64_t duration_ns) {
 int Dispatcher::HighestLocalActive() const { return PeerPublisher::HighestActive(counts_); }
 
 void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
-  IsolationReport isolation;
-  if (partition_ != nullptr) {
-    isolation.reserved_sms = partition_->device_sms() - partition_->confined_sms();
-    isolation.device_sms = partition_->device_sms();
-  }
-  isolation.confined_ops = confined_in_flight_ops_;
-  isolation.confined_ns = confined_in_flight_ns_;
+  const IsolationReport isolation = placement_.Report();
   // Work a client published but this thread has not counted yet (in the inbox, being issued
   // directly, or issued and not adopted) keeps the level up until the next round counts it. A
   // client increments queued_ or direct_in_progress_ before it raises the level, and lists direct
@@ -712,7 +707,9 @@ class Dispatcher::PolicyQueries final : public DeviceQueries {
     }
     return false;
   }
-  bool SharesSmsWithPeers() const override { return dispatcher_->SharesSmsWithPeers(); }
+  bool SharesSmsWithPeers() const override {
+    return dispatcher_->placement_.SharesSmsWithPeers();
+  }
   int PeersEverCeiling(int floor) const override {
     // An unbounded window: any level that ever submitted.
     return dispatcher_->coordinator_
@@ -776,9 +773,9 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   view.held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
   view.inherited = inherited;
   view.home_only = op->home_only;
-  view.confinable = op->cost_key == nullptr || !unconfinable_.contains(op->cost_key);
+  view.confinable = placement_.Confinable(op->cost_key);
   // The partition is created the first time the policy wants it.
-  const bool confine = WantsConfinement(view, device, options_) && EnsurePartition();
+  const bool confine = WantsConfinement(view, device, options_) && placement_.EnsurePartition();
   const Decision decision = Decide(view, device, confine, options_);
   if (decision.passed_hold_bound) {
     levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);
@@ -791,41 +788,6 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   }
   Issue(q, op, decision.budget_ns, decision.verdict == Verdict::kIssueConfined);
   return Attempt::kIssued;
-}
-
-bool Dispatcher::SharesSmsWithPeers() {
-  // Asked before any partition exists: a process whose only more important work is another
-  // process's must learn it runs under MPS to confine anything at all.
-  if (!mps_known_) {
-    mps_known_ = true;
-    int mps = 0;
-    mps_ = driver_.device_get_attribute != nullptr &&
-           driver_.device_get_attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) ==
-               CUDA_SUCCESS &&
-           mps != 0;
-  }
-  return mps_;
-}
-
-bool Dispatcher::EnsurePartition() {
-  if (partition_ != nullptr) return true;
-  if (partition_tried_) return false;
-  partition_tried_ = true;
-  (void)SharesSmsWithPeers();  // for the message below
-  absl::StatusOr<std::unique_ptr<SmPartition>> p =
-      SmPartition::Create(driver_, device_, options_.reserved_sms);
-  if (!p.ok()) {
-    Logf(LogLevel::kInfo,
-         "isolation off on device %d: %s; lower-priority work is held to the in-flight budget "
-         "instead",
-         device_, std::string(p.status().message()).c_str());
-    return false;
-  }
-  partition_ = *std::move(p);
-  Logf(LogLevel::kInfo, "isolation: device %d: %d of %d SMs for confined work (%d reserved)%s",
-       device_, partition_->confined_sms(), partition_->device_sms(),
-       partition_->device_sms() - partition_->confined_sms(), mps_ ? ", MPS" : "");
-  return true;
 }
 
 StreamQueue& Dispatcher::QueueFor(StreamState* s) {
@@ -842,108 +804,11 @@ StreamQueue& Dispatcher::QueueFor(StreamState* s) {
   return q;
 }
 
-void Dispatcher::ForgetQueue(StreamQueue* q) {
-  ContextLinks* links = q->links;
-  if (links == nullptr) return;
-  if (q->away) {  // not expected: a stream is brought home before it is destroyed
-    q->away = false;
-    --links->away;
-    if (q->state->legacy) {
-      legacy_away_.fetch_sub(1, std::memory_order_seq_cst);
-    } else if (q->state->blocking) {
-      blocking_away_.fetch_sub(1, std::memory_order_seq_cst);
-    }
-    q->state->away.store(false, std::memory_order_seq_cst);
-  }
-  if (links->legacy == q) links->legacy = nullptr;
-  links->blocking.erase(std::remove(links->blocking.begin(), links->blocking.end(), q),
-                        links->blocking.end());
-  if (q->twin != nullptr && partition_ != nullptr) partition_->DestroyTwin(q->twin);
-  q->twin = nullptr;
-  q->links = nullptr;
-}
-
-CUstream Dispatcher::Place(StreamQueue* q, bool confine) {
-  if (confine && q->twin == nullptr && !q->twin_failed && partition_ != nullptr) {
-    // Green-context streams must be non-blocking; what a blocking stream's order with the legacy
-    // stream needs is kept by links instead (LinkLegacyOrder). The CUDA priority carries over.
-    int priority = 0;
-    if (!q->state->legacy) driver_.stream_get_priority(q->state->stream, &priority);
-    absl::StatusOr<CUstream> twin = partition_->CreateTwin(CU_STREAM_NON_BLOCKING, priority);
-    if (twin.ok()) {
-      q->twin = *twin;
-    } else {
-      q->twin_failed = true;
-      GPUPRIO_LOG_THROTTLED(LogLevel::kWarning,
-                            "isolation: no twin for stream %p (%s); its work uses the whole GPU",
-                            static_cast<void*>(q->state->stream),
-                            std::string(twin.status().message()).c_str());
-    }
-  }
-  const bool to_twin = confine && q->twin != nullptr;
-  if (to_twin != q->away) SwitchLocation(q, to_twin);
-  if (q->state->legacy || q->state->blocking) LinkLegacyOrder(q);
-  return Location(q);
-}
-
-void Dispatcher::SwitchLocation(StreamQueue* q, bool to_twin) {
-  StreamState* s = q->state;
-  const CUstream to = to_twin ? q->twin : s->stream;
-  if (!Link(q->links, Location(q), to)) {
-    // Confinement is an optimisation: without the link the work stays where it is. Coming home
-    // must happen, so the twin's work is waited for here instead.
-    if (to_twin) return;
-    driver_.stream_synchronize(q->twin);
-  }
-  q->away = to_twin;
-  const int delta = to_twin ? 1 : -1;
-  q->links->away += delta;
-  if (s->legacy) {
-    legacy_away_.fetch_add(delta, std::memory_order_seq_cst);
-  } else if (s->blocking) {
-    blocking_away_.fetch_add(delta, std::memory_order_seq_cst);
-  }
-  s->away.store(to_twin, std::memory_order_seq_cst);
-}
-
-void Dispatcher::LinkLegacyOrder(StreamQueue* q) {
-  ContextLinks& links = *q->links;
-  // Both sides on their own streams: CUDA orders them itself.
-  if (links.away == 0) return;
-  if (q->state->legacy) {
-    // A legacy op follows the earlier work of every blocking stream.
-    for (StreamQueue* b : links.blocking) {
-      if (b->ops_issued == b->ops_followed_by_legacy) continue;
-      if (b->away || q->away) {
-        absl::MutexLock lock(&record_mu_);
-        if (!b->away && IsDestroyed(b->state)) continue;  // nothing may be recorded there
-        Link(q->links, Location(b), Location(q));
-      }
-      b->ops_followed_by_legacy = b->ops_issued;
-    }
-  } else if (links.legacy != nullptr && links.legacy_ops > q->legacy_ops_followed) {
-    // A blocking stream's op follows the legacy stream's earlier work.
-    StreamQueue* l = links.legacy;
-    if (l->away || q->away) Link(q->links, Location(l), Location(q));
-    q->legacy_ops_followed = links.legacy_ops;
-  }
-}
-
-bool Dispatcher::Link(ContextLinks* links, CUstream from, CUstream to) {
-  if (links->link_event == nullptr &&
-      driver_.event_create(&links->link_event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    links->link_event = nullptr;
-    return false;
-  }
-  return driver_.event_record(links->link_event, from) == CUDA_SUCCESS &&
-         driver_.stream_wait_event(to, links->link_event, 0) == CUDA_SUCCESS;
-}
-
 void Dispatcher::BringAllHome() {
   for (auto& [state, q] : queues_) {
     if (!q.away) continue;
     SetContext(state->context);
-    SwitchLocation(&q, /*to_twin=*/false);
+    placement_.BringHome(&q);
   }
 }
 
@@ -960,7 +825,7 @@ void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine)
   // work linked back first if it was away).
   CUstream target = s->stream;
   if (in_context == CUDA_SUCCESS && (confine || q->away || q->links->away > 0)) {
-    target = Place(q, confine);
+    target = placement_.Place(q, confine);
   }
   op->confined_stream = target != s->stream ? target : nullptr;
   if (op->home_only) {
@@ -1038,11 +903,11 @@ CUresult Dispatcher::IssueRefusedAtHome(StreamQueue* q, Op* op, CUresult refused
     q->free_events.push_back(*start);  // recorded on the twin: it would time the wrong span
     *start = nullptr;
   }
-  const CUstream target = Place(q, /*confine=*/false);
+  const CUstream target = placement_.Place(q, /*confine=*/false);
   op->confined_stream = target != op->stream->stream ? target : nullptr;
   const CUresult result = op->issue(*op);
   if (result == CUDA_SUCCESS && op->cost_key != nullptr) {
-    unconfinable_.insert(op->cost_key);
+    placement_.NoteUnconfinable(op->cost_key);
     GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
                           "isolation: %s refused on device %d's SM partition (CUDA error %d); "
                           "it and later launches of its function run on the whole GPU",
@@ -1089,12 +954,7 @@ void Dispatcher::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns,
   q->in_flight.push_back(
       {op.priority, estimate, op.cost_key, now_ns, back_to_back, start, confined, alone});
   AdjustInFlight(op.priority, +1, static_cast<int64_t>(estimate));
-  if (confined) {
-    ++q->confined_in_flight_ops;
-    q->confined_in_flight_ns += static_cast<int64_t>(estimate);
-    ++confined_in_flight_ops_;
-    confined_in_flight_ns_ += static_cast<int64_t>(estimate);
-  }
+  if (confined) placement_.AddConfined(q, estimate);
   if (!q->tracked) {
     q->tracked = true;
     tracking_.push_back(q);
@@ -1214,7 +1074,7 @@ void Dispatcher::CollectReleasedStreams() {
     SetContext(s->context);
     for (CUevent e : events) driver_.event_destroy(e);
     if (q.tracked) tracking_.erase(std::find(tracking_.begin(), tracking_.end(), &q));
-    ForgetQueue(&q);
+    placement_.Forget(&q);
     queues_.erase(it);
     done.push_back(s);
   }
@@ -1266,12 +1126,7 @@ void Dispatcher::Retire(StreamQueue* q, size_t count) {
   for (size_t i = 0; i < count && !q->in_flight.empty(); ++i) {
     const InFlight& f = q->in_flight.front();
     AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
-    if (f.confined) {
-      --q->confined_in_flight_ops;
-      q->confined_in_flight_ns -= static_cast<int64_t>(f.estimate_ns);
-      --confined_in_flight_ops_;
-      confined_in_flight_ns_ -= static_cast<int64_t>(f.estimate_ns);
-    }
+    if (f.confined) placement_.RemoveConfined(q, f.estimate_ns);
     if (f.start != nullptr) q->free_events.push_back(f.start);
     q->in_flight.pop_front();
   }

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -34,6 +33,7 @@
 #include "scheduler/dispatcher_parking.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
+#include "scheduler/isolation_placement.h"
 #include "scheduler/issue_order.h"
 #include "scheduler/issue_policy.h"
 #include "scheduler/op.h"
@@ -42,7 +42,6 @@
 #include "scheduler/options.h"
 #include "scheduler/peer_publisher.h"
 #include "scheduler/priority_levels.h"
-#include "scheduler/sm_partition.h"
 #include "scheduler/stream_queue.h"
 #include "scheduler/stream_state.h"
 
@@ -116,9 +115,7 @@ class Dispatcher {
   // ordering CUDA gives it, because that work is on a twin: the stream's own earlier work, or
   // (legacy NULL stream and blocking streams order against each other) the other side's.
   bool AwayWorkOrders(const StreamState* stream) const {
-    if (stream->away.load(std::memory_order_acquire)) return true;
-    if (stream->legacy) return blocking_away_.load(std::memory_order_acquire) > 0;
-    return stream->blocking && legacy_away_.load(std::memory_order_acquire) > 0;
+    return placement_.AwayWorkOrders(stream);
   }
 
   // Client, after it issued an op of `priority` on `stream` itself: the dispatcher will treat
@@ -259,22 +256,9 @@ class Dispatcher {
                    CUevent start, int64_t now_ns);
   // The queue of `s`, created (and listed in its context's links) on first use.
   StreamQueue& QueueFor(StreamState* s);
-  // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.
-  bool SharesSmsWithPeers();
-  bool EnsurePartition();
-  // Moves `q`'s work to its twin or back (creating the twin if needed) and links the legacy
-  // stream's order; returns the stream to issue on.
-  CUstream Place(StreamQueue* q, bool confine);
-  void SwitchLocation(StreamQueue* q, bool to_twin);
-  void LinkLegacyOrder(StreamQueue* q);
-  // `to` waits for the work issued on `from` so far (both streams of `links`' context, or their
-  // twins); false when the driver refused.
-  bool Link(ContextLinks* links, CUstream from, CUstream to);
-  CUstream Location(const StreamQueue* q) const { return q->away ? q->twin : q->state->stream; }
+  static CUstream Location(const StreamQueue* q) { return IsolationPlacement::Location(*q); }
   // Before a capture: every stream's work returns to its own stream.
   void BringAllHome();
-  // A released stream's queue: out of its context's links, its twin destroyed.
-  void ForgetQueue(StreamQueue* q);
   void AddCompletionMark(StreamQueue* q);
   // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
   // work is held back and wake again soon, so fast-path work is marked under the
@@ -334,9 +318,6 @@ class Dispatcher {
   std::atomic<uint64_t> direct_marks_{0};
   std::atomic<uint64_t> mark_queries_{0};
   std::atomic<uint64_t> watches_{0};  // watches handed to the watcher
-  // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
-  std::atomic<int> legacy_away_{0};
-  std::atomic<int> blocking_away_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};
   // How the thread sleeps and who wakes it; how clients wait for issues. Before the watcher,
@@ -353,6 +334,9 @@ class Dispatcher {
   void SetDestroyed(StreamState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) {
     s->destroyed.store(true, std::memory_order_release);
   }
+  // Spatial isolation: the partition, the twins and the links across a switch. It records links
+  // under record_mu_.
+  IsolationPlacement placement_;
   std::thread thread_;
   // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
   // uses, so it is gone before they are.
@@ -381,19 +365,6 @@ class Dispatcher {
   std::vector<LevelLoad> counts_;
   DurationEstimator estimates_;
   absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
-  // Spatial isolation: the partition, once created; whether creating it was tried; whether the
-  // GPU is shared under MPS (only then do other processes' levels confine this one's work:
-  // without MPS processes time-slice, and a partition would only idle SMs).
-  std::unique_ptr<SmPartition> partition_;
-  // Functions whose launch the partition refused: they always run on their own streams.
-  absl::flat_hash_set<const void*> unconfinable_;
-  bool partition_tried_ = false;
-  // Confined ops in flight on every twin of this device and their estimated GPU time (published
-  // for the exporter).
-  int64_t confined_in_flight_ops_ = 0;
-  int64_t confined_in_flight_ns_ = 0;
-  bool mps_known_ = false;  // mps_ was read from the driver (SharesSmsWithPeers)
-  bool mps_ = false;
 
   CUcontext current_context_ = nullptr;
   uint64_t next_seq_ = 0;
