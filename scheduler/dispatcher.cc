@@ -67,7 +67,8 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       directory_(directory),
       parking_(&Dispatcher::WakePeerWord, this),
       placement_(device, driver, options.reserved_sms, &record_mu_),
-      estimates_(options.default_estimate_ns) {
+      estimates_(options.default_estimate_ns),
+      tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this) {
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
   }
@@ -184,16 +185,13 @@ void Dispatcher::AdoptDirectWork(bool peers_held) {
     SetContext(s->context);
     q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr, false});
     AdjustInFlight(priority, +1, 0);
-    if (!q.tracked) {
-      q.tracked = true;
-      tracking_.push_back(&q);
-    }
+    tracker_.Track(&q);
     // Each round adopts what clients issued since the last: while work is held back that is
     // thousands of rounds a second, and a mark each would be recorded on the stream its client
     // is launching on. Work left unmarked is marked by a later round (or before a park).
     if (active_.empty() || MarkDueWhileHeld(q, now, peers_held)) {
       const size_t marks = q.marks.size();
-      AddCompletionMark(&q);
+      tracker_.Mark(&q);
       if (q.marks.size() > marks) CountActivity(direct_marks_);
     }
     s = next;
@@ -226,7 +224,7 @@ void Dispatcher::Run() {
   last_progress_ns_ = SteadyNowNs();
   for (;;) {
     const bool drained = TakeNewWork();
-    const bool completed = !tracking_.empty() && PollCompletions() > 0;
+    const bool completed = !tracker_.tracked().empty() && tracker_.Poll() > 0;
     if (coordinator_ != nullptr) PublishToPeers(SteadyNowNs(), /*held=*/false);
     bool issued = false;
     while (IssueNext()) issued = true;
@@ -337,7 +335,7 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // sleeps until a process lowers its level (the segment's futex word), bounded by the hold
   // bound of the oldest held op and by kHeldOnPeersParkNs (what else may end the hold is time:
   // a peer that dies or stops, a submit window that closes).
-  if (peers && tracking_.empty() && direct_head_.load(std::memory_order_seq_cst) == nullptr &&
+  if (peers && tracker_.tracked().empty() && direct_head_.load(std::memory_order_seq_cst) == nullptr &&
       held_priority_ != kNoPriority &&
       coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
               .highest_active > held_priority_) {
@@ -469,7 +467,7 @@ bool Dispatcher::WatchInFlight() {
   CUevent events[CompletionWatcher::kMaxEvents];
   size_t count = 0;
   CUcontext context = nullptr;
-  for (StreamQueue* q : tracking_) {
+  for (StreamQueue* q : tracker_.tracked()) {
     if (q->in_flight.empty()) continue;
     // The watcher waits in one context (an event may be waited on from any of its device's
     // contexts, but the thread needs one current).
@@ -624,7 +622,7 @@ uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
 
 uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
   uint64_t sum = 0;
-  for (const StreamQueue* q : tracking_) {
+  for (const StreamQueue* q : tracker_.tracked()) {
     if (q->in_flight.empty()) continue;
     const InFlight& f = q->in_flight.front();
     // A confined op counts too: the stream's next op goes home behind it (linked), so it
@@ -883,8 +881,8 @@ CUevent Dispatcher::StartMeasurement(StreamQueue* q, const Op& op, CUstream targ
   // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
   // (host time from issue to observed completion would include the dispatcher's idle time).
   if (op.cost_key == nullptr || estimates_.Knows(op.cost_key)) return nullptr;
-  AddCompletionMark(q);  // earlier ops get their own mark, so this op's mark covers it alone
-  CUevent start = TakeEvent(q);
+  tracker_.Mark(q);  // earlier ops get their own mark, so this op's mark covers it alone
+  CUevent start = tracker_.TakeEvent(q);
   if (start != nullptr && driver_.event_record(start, target) != CUDA_SUCCESS) {
     q->free_events.push_back(start);
     start = nullptr;
@@ -949,17 +947,14 @@ void Dispatcher::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns,
   // the issue, so "not ready" is certain and "ready" merely loses a sample.
   const bool back_to_back = mark && start == nullptr && !q->in_flight.empty() &&
                             !q->marks.empty() && q->marks.back().covers == q->in_flight.size() &&
-                            QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
+                            tracker_.QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
   const bool alone = q->in_flight.empty();
   q->in_flight.push_back(
       {op.priority, estimate, op.cost_key, now_ns, back_to_back, start, confined, alone});
   AdjustInFlight(op.priority, +1, static_cast<int64_t>(estimate));
   if (confined) placement_.AddConfined(q, estimate);
-  if (!q->tracked) {
-    q->tracked = true;
-    tracking_.push_back(q);
-  }
-  if (mark) AddCompletionMark(q);
+  tracker_.Track(q);
+  if (mark) tracker_.Mark(q);
 }
 
 void Dispatcher::CountIssued(Op* op) {
@@ -1004,17 +999,6 @@ bool Dispatcher::AskOtherDevice(const Op& op, int priority) {
   // few hundred microseconds while it waits (WaitWhileHeld), so this costs little.
   other->dispatcher->WakeForOtherDevice();
   return true;
-}
-
-CUevent Dispatcher::TakeEvent(StreamQueue* q) {
-  if (!q->free_events.empty()) {
-    CUevent e = q->free_events.back();
-    q->free_events.pop_back();
-    return e;
-  }
-  CUevent e = nullptr;
-  if (driver_.event_create(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
-  return e;
 }
 
 void Dispatcher::ReleaseStream(StreamState* stream) {
@@ -1064,7 +1048,7 @@ void Dispatcher::CollectReleasedStreams() {
       continue;
     }
     // Nothing more is recorded on a destroyed stream: its in-flight work counts as complete.
-    Retire(&q, q.in_flight.size());
+    tracker_.Retire(&q, q.in_flight.size());
     std::vector<CUevent> events = std::move(q.free_events);
     for (const CompletionMark& m : q.marks) events.push_back(m.event);
     if (q.last_completed != nullptr) events.push_back(q.last_completed);
@@ -1073,7 +1057,7 @@ void Dispatcher::CollectReleasedStreams() {
     if (q.watch_event != nullptr) events.push_back(q.watch_event);
     SetContext(s->context);
     for (CUevent e : events) driver_.event_destroy(e);
-    if (q.tracked) tracking_.erase(std::find(tracking_.begin(), tracking_.end(), &q));
+    tracker_.Untrack(&q);
     placement_.Forget(&q);
     queues_.erase(it);
     done.push_back(s);
@@ -1084,96 +1068,19 @@ void Dispatcher::CollectReleasedStreams() {
   for (StreamState* s : done) recycled_.push_back(s);
 }
 
-void Dispatcher::AddCompletionMark(StreamQueue* q) {
-  const size_t covered = q->marks.empty() ? 0 : q->marks.back().covers;
-  q->direct_uncovered = false;  // covered already, marked below, or counted complete
-  if (q->in_flight.size() <= covered) return;
-  q->ops_since_mark = 0;
-  absl::MutexLock lock(&record_mu_);
-  if (IsDestroyed(q->state)) {
-    // The application destroyed the stream after its ops were issued: nothing more may be
-    // recorded on it, and its unmarked work is counted as complete.
-    Retire(q, q->in_flight.size());
-    return;
-  }
-  CUevent event = TakeEvent(q);
-  if (event == nullptr || driver_.event_record(event, Location(q)) != CUDA_SUCCESS) {
-    // Completion cannot be observed: count the work as done rather than hold others forever.
-    if (event != nullptr) q->free_events.push_back(event);
-    Retire(q, q->in_flight.size());
-    return;
-  }
-  q->marks.push_back({event, q->in_flight.size(), q->in_flight.size() - covered == 1});
-  q->last_mark_ns = SteadyNowNs();
-  CountActivity(marks_);
-}
-
-CUresult Dispatcher::QueryMark(CUevent event) {
-  CountActivity(mark_queries_);
-  return driver_.event_query(event);
-}
-
 void Dispatcher::MarkAllUncovered(bool held, bool peers_held) {
   const int64_t now = held ? SteadyNowNs() : 0;
-  for (StreamQueue* q : tracking_) {
+  for (StreamQueue* q : tracker_.tracked()) {
     if (held && !MarkDueWhileHeld(*q, now, peers_held)) continue;
     SetContext(q->state->context);
-    AddCompletionMark(q);
+    tracker_.Mark(q);
   }
 }
 
-void Dispatcher::Retire(StreamQueue* q, size_t count) {
-  for (size_t i = 0; i < count && !q->in_flight.empty(); ++i) {
-    const InFlight& f = q->in_flight.front();
-    AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
-    if (f.confined) placement_.RemoveConfined(q, f.estimate_ns);
-    if (f.start != nullptr) q->free_events.push_back(f.start);
-    q->in_flight.pop_front();
-  }
-  for (CompletionMark& m : q->marks) m.covers = m.covers > count ? m.covers - count : 0;
-}
-
-void Dispatcher::LearnFromMark(const StreamQueue& q, const InFlight& f, CUevent mark) {
-  // GPU time between the op's start event (or, back to back, the previous mark) and its mark.
-  const CUevent from =
-      f.start != nullptr ? f.start : (f.back_to_back ? q.last_completed : nullptr);
-  float ms = 0;
-  int64_t exact_ns = -1;
-  if (from != nullptr && driver_.event_elapsed_time(&ms, from, mark) == CUDA_SUCCESS && ms >= 0) {
-    exact_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-  }
-  const bool alone = f.alone && f.cost_key != nullptr;
-  if (exact_ns < 0 && !alone) return;  // nothing to learn: no clock read, no look-up
-  const std::optional<uint64_t> sample =
-      exact_ns >= 0 ? DurationSample(exact_ns, alone, 0, 0)
-                    : DurationSample(exact_ns, alone, SteadyNowNs() - f.issue_ns,
-                                     estimates_.Estimate(f.cost_key, 0));
-  if (sample.has_value()) estimates_.Observe(f.cost_key, *sample);
-}
-
-int Dispatcher::PollCompletions() {
-  int passed = 0;
-  for (size_t i = 0; i < tracking_.size();) {
-    StreamQueue* q = tracking_[i];
-    while (!q->marks.empty()) {
-      const CompletionMark m = q->marks.front();
-      if (QueryMark(m.event) == CUDA_ERROR_NOT_READY) break;
-      if (m.single_op && m.covers >= 1) LearnFromMark(*q, q->in_flight[m.covers - 1], m.event);
-      q->marks.pop_front();
-      ++passed;
-      Retire(q, m.covers);
-      if (q->last_completed != nullptr) q->free_events.push_back(q->last_completed);
-      q->last_completed = m.event;
-    }
-    if (q->in_flight.empty() && q->marks.empty()) {
-      q->tracked = false;
-      tracking_[i] = tracking_.back();
-      tracking_.pop_back();
-    } else {
-      ++i;
-    }
-  }
-  return passed;
+void Dispatcher::OnRetired(void* dispatcher, StreamQueue* q, const InFlight& f) {
+  Dispatcher* d = static_cast<Dispatcher*>(dispatcher);
+  d->AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+  if (f.confined) d->placement_.RemoveConfined(q, f.estimate_ns);
 }
 
 }  // namespace gpuprio::scheduler

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "scheduler/completion_marks.h"
+#include "scheduler/completion_tracker.h"
 #include "scheduler/completion_watcher.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
@@ -83,9 +84,9 @@ class Dispatcher {
     return {device_,
             thread_cpu_ns_.load(std::memory_order_relaxed),
             parking_.sleeps(),
-            marks_.load(std::memory_order_relaxed),
+            tracker_.marks(),
             direct_marks_.load(std::memory_order_relaxed),
-            mark_queries_.load(std::memory_order_relaxed)};
+            tracker_.mark_queries()};
   }
 
   // Client, fast path, before it issues an op of `priority` itself: publishes the level to the
@@ -213,9 +214,8 @@ class Dispatcher {
   void AdoptDirectWork(bool peers_held);
   // Makes `context` current on the dispatcher thread; the driver's result (success if it was).
   CUresult SetContext(CUcontext context);
-  int PollCompletions();  // returns the number of completion marks passed
-  // A passed mark over the one op `f`: its duration, measured or bounded, for the estimates.
-  void LearnFromMark(const StreamQueue& q, const InFlight& f, CUevent mark);
+  // The tracker's RetiredFn: a retired entry leaves the level counts and the confined totals.
+  static void OnRetired(void* dispatcher, StreamQueue* q, const InFlight& f);
   // Whether `op` waits for a stream of another device that has not issued what it must follow.
   bool WaitsForOtherDevice(const Op& op) const {
     return op.depends_on != nullptr && op.depends_on->dispatcher != this &&
@@ -259,7 +259,6 @@ class Dispatcher {
   static CUstream Location(const StreamQueue* q) { return IsolationPlacement::Location(*q); }
   // Before a capture: every stream's work returns to its own stream.
   void BringAllHome();
-  void AddCompletionMark(StreamQueue* q);
   // Marks each stream's work not yet behind a mark. `held`: the thread will sleep briefly while
   // work is held back and wake again soon, so fast-path work is marked under the
   // held_mark_interval_ns rule (else every stream is marked: a long park follows).
@@ -276,14 +275,11 @@ class Dispatcher {
   // While work is held back here: whether another process holds work back (AnyPeerHeld), read
   // from the shared segment at most once per dispatcher round. False while nothing is held.
   bool PeersHeldThisRound();
-  CUresult QueryMark(CUevent event);  // event_query of a completion mark, counted (Activity)
   // An Activity counter has one writer (the dispatcher thread): a load and a store, no
   // read-modify-write.
   static void CountActivity(std::atomic<uint64_t>& counter) {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  void Retire(StreamQueue* q, size_t count);
-  CUevent TakeEvent(StreamQueue* q);
   int Ceiling(int64_t now_ns) const;
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
   // The estimated time of the op each stream runs now (its oldest in flight, on its twin or
@@ -314,9 +310,7 @@ class Dispatcher {
   std::atomic<int64_t> direct_in_progress_{0};
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
-  std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> direct_marks_{0};
-  std::atomic<uint64_t> mark_queries_{0};
   std::atomic<uint64_t> watches_{0};  // watches handed to the watcher
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};
@@ -357,13 +351,14 @@ class Dispatcher {
   int64_t poll_wait_since_ns_ = 0;
   int64_t poll_budget_ns_ = 0;
   int64_t poll_budget_at_ns_ = 0;
-  // Node-based: active_ and tracking_ hold pointers to the queues.
+  // Node-based: active_ and the tracker hold pointers to the queues.
   absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops
-  std::vector<StreamQueue*> tracking_;  // streams with in-flight entries
   // Pending and in-flight counts per priority level that has any (few levels are ever active).
   std::vector<LevelLoad> counts_;
   DurationEstimator estimates_;
+  // Completion marks on the streams' work in flight, their polls, the retired entries.
+  CompletionTracker tracker_;
   absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
 
   CUcontext current_context_ = nullptr;
