@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "catch2/catch.hpp"
+#include "scheduler/base/clock.h"
 #include "tests/scheduler/scripted_driver.h"
 
 namespace {
@@ -99,6 +100,24 @@ TEST_CASE("CompletionTracker: a measured op's mark teaches its duration") {
   CHECK(t.estimates.Estimate(&kKernel, 0) == 250'000);
   // The start event went back to the pool.
   CHECK(t.tracker.TakeEvent(&t.q) == start);
+}
+
+TEST_CASE("CompletionTracker: an op alone in flight bounds an over-estimate from above") {
+  Fixture t;
+  t.estimates.Observe(&kKernel, 50'000'000);  // measured once at 50 ms (a lazy module load)
+  for (int i = 0; i < 4; ++i) {
+    // Issued with nothing of its stream in flight, no start event: its host time from issue to
+    // its observed end (well under 50 ms) may only lower the estimate.
+    t.q.in_flight.push_back({-1, 50'000'000, &kKernel, gpuprio::base::SteadyNowNs(), false,
+                             nullptr, false, /*alone=*/true});
+    t.tracker.Track(&t.q);
+    t.tracker.Mark(&t.q);
+    g_gpu_progresses = true;
+    REQUIRE(t.tracker.Poll() == 1);
+    g_gpu_progresses = false;
+  }
+  // 50 ms x 0.75^4: about 16 ms.
+  CHECK(t.estimates.Estimate(&kKernel, 0) < 20'000'000);
 }
 
 TEST_CASE("CompletionTracker: a destroyed stream's work is retired unmarked") {
