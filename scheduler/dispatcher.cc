@@ -261,7 +261,7 @@ bool Dispatcher::TakeNewWork() {
   if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
     AdoptDirectWork(PeersHeldThisRound());
   }
-  if (has_released_.load(std::memory_order_acquire)) CollectReleasedStreams();
+  if (recycler_.HasReleased()) CollectReleasedStreams();
   return drained;
 }
 
@@ -528,7 +528,7 @@ bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
       timeout,
       [&] {
         return !inbox_.Empty() || stop_.load(std::memory_order_seq_cst) ||
-               (wake_for_released_streams && has_released_.load(std::memory_order_acquire)) ||
+               (wake_for_released_streams && recycler_.HasReleased()) ||
                (wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr);
       },
       /*long_park=*/wake_for_direct_work);
@@ -1006,29 +1006,16 @@ void Dispatcher::ReleaseStream(StreamState* stream) {
     absl::MutexLock lock(&record_mu_);
     SetDestroyed(stream);
   }
-  {
-    absl::MutexLock lock(&release_mu_);
-    released_.push_back(stream);
-    has_released_.store(true, std::memory_order_release);
-  }
+  recycler_.Release(stream);
   parking_.Signal();
 }
 
 StreamState* Dispatcher::TakeRecycledStream() {
-  absl::MutexLock lock(&release_mu_);
-  if (recycled_.empty()) return nullptr;
-  StreamState* s = recycled_.back();
-  recycled_.pop_back();
-  return s;
+  return recycler_.TakeRecycled();
 }
 
 void Dispatcher::CollectReleasedStreams() {
-  std::vector<StreamState*> released;
-  {
-    absl::MutexLock lock(&release_mu_);
-    released.swap(released_);
-    has_released_.store(false, std::memory_order_release);
-  }
+  const std::vector<StreamState*> released = recycler_.TakeReleased();
   // Work a client issued itself just before destroying the stream is adopted first, so the
   // state is no longer listed for adoption when it is recycled.
   if (direct_head_.load(std::memory_order_acquire) != nullptr) {
@@ -1062,10 +1049,7 @@ void Dispatcher::CollectReleasedStreams() {
     queues_.erase(it);
     done.push_back(s);
   }
-  absl::MutexLock lock(&release_mu_);
-  for (StreamState* s : keep) released_.push_back(s);
-  if (!keep.empty()) has_released_.store(true, std::memory_order_release);
-  for (StreamState* s : done) recycled_.push_back(s);
+  recycler_.Return(keep, done);
 }
 
 void Dispatcher::MarkAllUncovered(bool held, bool peers_held) {

@@ -44,6 +44,7 @@
 #include "scheduler/peer_publisher.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/stream_queue.h"
+#include "scheduler/stream_recycler.h"
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
@@ -338,10 +339,7 @@ class Dispatcher {
 
   // Streams the application destroyed, waiting for the dispatcher to let go of them, and states
   // it has let go of, ready for reuse by another stream of this device.
-  absl::Mutex release_mu_;
-  std::vector<StreamState*> released_ ABSL_GUARDED_BY(release_mu_);
-  std::vector<StreamState*> recycled_ ABSL_GUARDED_BY(release_mu_);
-  std::atomic<bool> has_released_{false};
+  StreamRecycler recycler_;
 
   // Dispatcher thread only.
   // The segment's level-drop count when this round began (before it looked at the peers).
