@@ -292,6 +292,22 @@ class StartStopTest(MpsTestCase):
         self.start("--as-user")
         self.assertNotEqual(self.daemon_pid(pipe), pid)
 
+    def test_the_pipe_nvidias_daemon_leaves_behind_is_no_daemon(self):
+        # NVIDIA's daemon removes its pid file when it quits and leaves the control pipe.
+        self.start("--as-user")
+        pipe = self.default_pipe()
+        pid = self.daemon_pid(pipe)
+        self.assertEqual(self.cli("mps", "stop", "--as-user").returncode, 0)
+        os.mkfifo(os.path.join(pipe, "control"), 0o600)
+        self.assertFalse(os.path.exists(os.path.join(pipe, "nvidia-cuda-mps-control.pid")))
+        stop = self.cli("mps", "stop", "--as-user")
+        self.assertEqual(stop.returncode, 0, stop.stderr)
+        self.assertIn(f"no MPS control daemon answers on {pipe}", stop.stderr)
+        self.assertIn("nothing to stop", stop.stderr)
+        self.assertFalse(process_running(pid))
+        status = self.cli("mps", "status", "--as-user")
+        self.assertEqual(status.returncode, 1)
+
     def test_exclusive_sets_the_compute_mode_as_root_only(self):
         user = self.cli("mps", "start", "--as-user", "--exclusive")
         self.assertEqual(user.returncode, 1)
@@ -393,6 +409,16 @@ class SharingTest(MpsTestCase):
     def test_a_slot_nobody_holds_is_no_process(self):
         self.segment([-1], held=False)
         self.assertEqual(self.run_command("--priority", "high"), [])
+
+    def test_run_warns_beside_the_pipe_a_stopped_daemon_left(self):
+        self.segment([-1])
+        pipe = self.default_pipe()
+        os.makedirs(pipe, mode=0o700, exist_ok=True)
+        os.mkfifo(os.path.join(pipe, "control"), 0o600)
+        self.addCleanup(shutil.rmtree, os.path.dirname(pipe), True)
+        lines = self.run_command("--priority", "high", env={"CUDA_MPS_PIPE_DIRECTORY": pipe})
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("no MPS daemon serves this environment", lines[0])
 
     def test_run_under_mps_is_quiet(self):
         self.segment([-1])

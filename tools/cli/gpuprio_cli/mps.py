@@ -180,7 +180,9 @@ def serves(environ):
     CUDA_MPS_PIPE_DIRECTORY (NVIDIA's default without it) holds a control pipe whose daemon runs.
     Files only, no process started: for `gpuprio run`."""
     pipe_dir = environ.get("CUDA_MPS_PIPE_DIRECTORY") or SYSTEM_PIPE_DIR
-    return pipe_state(pipe_dir)[0] in ("running", "unknown")
+    # A running daemon keeps its pid file beside the pipe; NVIDIA's leaves the control pipe
+    # behind when it quits, so a pipe without a pid file is no daemon.
+    return pipe_state(pipe_dir)[0] == "running"
 
 
 def control_command(environ):
@@ -349,6 +351,12 @@ def command_stop(args, environ):
             "runs (left over from a daemon that was killed): nothing to stop")
         return 0
     control = need_control(environ)
+    if state == "unknown":
+        # A control pipe without a pid file: what NVIDIA's daemon leaves when it quits.
+        live, _, why = answers(control, pipe_dir, environ)
+        if not live:
+            say(f"no MPS control daemon answers on {pipe_dir} ({why}): nothing to stop")
+            return 0
     status, text = ask(control, pipe_dir, "quit", environ)
     if status != 0:
         raise MpsError(f"'quit' to the daemon on {pipe_dir} failed: "
