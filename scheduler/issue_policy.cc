@@ -57,6 +57,79 @@ Decision Hold(Reason reason, int64_t look_again_ns) {
   return {Verdict::kHold, reason, 0, look_again_ns};
 }
 
+// What an op is judged by once other processes' levels count as this process's own: a more
+// important level active anywhere on the GPU holds it (rule 1); one submitting recently puts it
+// on the budget, the smaller one across processes (rule 2; options.h says why).
+struct Limits {
+  int ceiling;
+  int highest_peer_active;
+  bool peers_above;
+  uint64_t budget_ns;
+};
+
+Limits LimitsFor(int p, const DeviceSnapshot& d, const SchedulerOptions& o) {
+  Limits l{d.local_ceiling, kNoPriority, false, o.budget_ns};
+  if (!d.coordinated) return l;
+  l.highest_peer_active = d.peers.highest_active;
+  l.peers_above = d.peers.highest_active > p || d.peers.ceiling > p;
+  if (p < d.peers.ceiling) l.budget_ns = std::min(l.budget_ns, o.peer_budget_ns);
+  l.ceiling = std::max(l.ceiling, d.peers.ceiling);
+  return l;
+}
+
+// Rule 2's count: the estimated GPU time in flight below the ceiling. On the budget only because
+// of its level (unbudgeted_priority), with nothing more important anywhere within the window, the
+// op each stream runs now does not count, so one op waits behind it and the GPU never idles
+// between two ops while a completion is noticed (an op as long as the budget was admitted only
+// after the one before it was seen done).
+uint64_t BudgetedInFlightNs(int p, const DeviceSnapshot& d, const Limits& l,
+                            const SchedulerOptions& o) {
+  const uint64_t in_flight_ns = InFlightBelowNs(d, l.ceiling);
+  if (!o.idle_budget_excludes_running || p >= l.ceiling || l.peers_above ||
+      d.local_above_op > p) {
+    return in_flight_ns;
+  }
+  const uint64_t running_ns = d.queries->RunningBelowNs(l.ceiling);
+  return in_flight_ns > running_ns ? in_flight_ns - running_ns : 0;
+}
+
+struct Admitted {
+  Admission admission;
+  Reason reason;
+  bool passed_hold_bound;
+};
+
+// Rules 1 and 2, with rule 1's bound: an op held for more important work as long as any op may be
+// (options.h, max_hold_ns) is from then on judged by the budget alone, as if nothing more
+// important were active.
+Admitted AdmitWithHoldBound(const OpView& op, const AdmissionSnapshot& s,
+                            const SchedulerOptions& o) {
+  Admitted a{Admit(op.priority, op.estimate_ns, s),
+             op.priority >= s.ceiling ? Reason::kUnbudgeted : Reason::kWithinBudget, false};
+  if (a.admission == Admission::kHoldForHigherPriority && o.max_hold_ns != 0 &&
+      op.held_ns >= static_cast<int64_t>(o.max_hold_ns)) {
+    AdmissionSnapshot budget_only = s;
+    budget_only.highest_pending_or_in_flight = kNoPriority;
+    a.admission = Admit(op.priority, op.estimate_ns, budget_only);
+    a.reason = Reason::kHoldBound;
+    a.passed_hold_bound = a.admission == Admission::kIssue;
+  }
+  return a;
+}
+
+// Rule 3: an op longer than its budget holds every SM it fills for longer than the budget allows:
+// it waits until the more important levels have paused for a while, not merely between two of
+// their kernels (options.h) -- unless more important work is queued behind it on its own stream:
+// that work cannot run before it, so holding it would hold that work too, for ever. The hold is
+// bounded (long_op_max_hold_ns): lower work must always progress.
+bool LongOpHolds(const OpView& op, const DeviceSnapshot& d, const Limits& l,
+                 const SchedulerOptions& o) {
+  const bool held_long = op.held_ns >= static_cast<int64_t>(o.long_op_max_hold_ns);
+  return op.priority < l.ceiling && op.estimate_ns > l.budget_ns && !held_long &&
+         HigherBusyWithin(d, op.priority, o.long_op_idle_ns) &&
+         !d.queries->MoreImportantBehind(op.priority);
+}
+
 }  // namespace
 
 Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) {
@@ -89,60 +162,26 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
                 const SchedulerOptions& o) {
   if (op.home_only) return {Verdict::kIssue, Reason::kHomeOnly};
   const int p = op.priority;
-  // Other processes' levels count as this process's own: a more important level
-  // active anywhere on the GPU holds this op; one submitting recently puts it
-  // on the budget, the smaller one across processes (options.h says why).
-  int ceiling = d.local_ceiling;
-  int highest = kNoPriority;
-  bool peers_above = false;
-  uint64_t budget_ns = o.budget_ns;
-  if (d.coordinated) {
-    highest = d.peers.highest_active;
-    peers_above = d.peers.highest_active > p || d.peers.ceiling > p;
-    if (p < d.peers.ceiling) budget_ns = std::min(budget_ns, o.peer_budget_ns);
-    ceiling = std::max(ceiling, d.peers.ceiling);
-  }
+  const Limits limits = LimitsFor(p, d, o);
   if (!op.inherited && confine && d.confined_in_flight_ops > 0 &&
       d.confined_in_flight_ns + static_cast<int64_t>(op.estimate_ns) >
           static_cast<int64_t>(o.confined_queue_ns)) {
     return Hold(Reason::kTwinFull, TwinRoomDueNs(d));
   }
-  // Confined work cannot delay more important work (the reserved SMs are never
-  // its), so rules 1-3 do not apply to it: it keeps its queue depth on its SMs.
+  // Confined work cannot delay more important work (the reserved SMs are never its), so rules
+  // 1-3 do not apply to it: it keeps its queue depth on its SMs.
   if (confine) {
     return {Verdict::kIssueConfined, op.inherited ? Reason::kInherited : Reason::kConfined};
   }
-  const uint64_t budget_if_below = p < ceiling ? budget_ns : 0;
+  const uint64_t budget_if_below = p < limits.ceiling ? limits.budget_ns : 0;
   if (op.inherited) return {Verdict::kIssue, Reason::kInherited, budget_if_below};
 
-  highest = std::max(highest, HighestOtherActive(d));
-  uint64_t in_flight_ns = InFlightBelowNs(d, ceiling);
-  if (o.idle_budget_excludes_running && p < ceiling && !peers_above && d.local_above_op <= p) {
-    // On the budget only because of its level (unbudgeted_priority), nothing
-    // more important anywhere within the window: the op each stream runs now
-    // does not count, so one op waits behind it and the GPU never idles between
-    // two ops while a completion is noticed (an op as long as the budget was
-    // admitted only after the one before it was seen done).
-    const uint64_t running_ns = d.queries->RunningBelowNs(ceiling);
-    in_flight_ns = in_flight_ns > running_ns ? in_flight_ns - running_ns : 0;
-  }
-  const AdmissionSnapshot snapshot{highest, ceiling, in_flight_ns, budget_ns};
+  const AdmissionSnapshot snapshot{std::max(limits.highest_peer_active, HighestOtherActive(d)),
+                                   limits.ceiling, BudgetedInFlightNs(p, d, limits, o),
+                                   limits.budget_ns};
+  const Admitted admitted = AdmitWithHoldBound(op, snapshot, o);
   const int64_t held_since_ns = d.now_ns - op.held_ns;  // now, for an op never held
-  Reason reason = p >= ceiling ? Reason::kUnbudgeted : Reason::kWithinBudget;
-  Admission admission = Admit(p, op.estimate_ns, snapshot);
-  bool passed_hold_bound = false;
-  if (admission == Admission::kHoldForHigherPriority && o.max_hold_ns != 0 &&
-      op.held_ns >= static_cast<int64_t>(o.max_hold_ns)) {
-    // Held for more important work as long as any op may be (options.h,
-    // max_hold_ns): from now on the budget alone decides, as if nothing more
-    // important were active.
-    AdmissionSnapshot budget_only = snapshot;
-    budget_only.highest_pending_or_in_flight = kNoPriority;
-    admission = Admit(p, op.estimate_ns, budget_only);
-    reason = Reason::kHoldBound;
-    passed_hold_bound = admission == Admission::kIssue;
-  }
-  switch (admission) {
+  switch (admitted.admission) {
     case Admission::kIssue:
       break;
     case Admission::kHoldForHigherPriority:
@@ -151,21 +190,13 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
     case Admission::kHoldForBudget:
       return Hold(Reason::kBudget, 0);
   }
-  // An op longer than its budget holds every SM it fills for longer than the
-  // budget allows: it waits until the more important levels have paused for a
-  // while, not merely between two of their kernels (options.h) -- unless more
-  // important work is queued behind it on its own stream: that work cannot run
-  // before it, so holding it would hold that work too, for ever. The hold is
-  // bounded (long_op_max_hold_ns): lower work must always progress.
-  const bool held_long = op.held_ns >= static_cast<int64_t>(o.long_op_max_hold_ns);
-  if (p < ceiling && op.estimate_ns > budget_ns && !held_long &&
-      HigherBusyWithin(d, p, o.long_op_idle_ns) && !d.queries->MoreImportantBehind(p)) {
+  if (LongOpHolds(op, d, limits, o)) {
     Decision held =
         Hold(Reason::kLongOp, held_since_ns + static_cast<int64_t>(o.long_op_max_hold_ns));
-    held.passed_hold_bound = passed_hold_bound;
+    held.passed_hold_bound = admitted.passed_hold_bound;
     return held;
   }
-  return {Verdict::kIssue, reason, budget_if_below, 0, passed_hold_bound};
+  return {Verdict::kIssue, admitted.reason, budget_if_below, 0, admitted.passed_hold_bound};
 }
 
 }  // namespace gpuprio::scheduler
