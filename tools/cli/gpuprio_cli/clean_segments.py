@@ -8,11 +8,10 @@ import stat
 import time
 
 from .run import check_domain
-from .segment_layout import (
-    DIRECTORY_NAME, LAYOUT_VERSION, SEGMENT_FILE_NAME, SHM_DIR, SLOT_COUNT)
+from .segment_layout import SEGMENT_FILE_NAME, SHM_DIR, SLOT_COUNT
 from .segments import (
-    BadSegment, Vanished, default_shm_dir, format_gpu_uuid, own_ids, read_segment,
-    segment_directories, slot_lock_held)
+    BadSegment, Vanished, default_shm_dir, format_gpu_uuid, read_segment, slot_lock_held)
+from .segments import owned_directories as listed_directories
 from .util import UsageError, age_text, ascii_text, plural_text
 
 
@@ -108,32 +107,9 @@ def scan_segments(shm_dir, domain=None):
 
 
 def owned_directories(shm_dir):
-    """(this user's and its groups' segment directories in shm_dir, open, as segment_directories
-    gives them; [{"path", "why"}] of the directories left out: refused ones, and ones of another
-    layout version). UsageError when shm_dir cannot be listed."""
-    uids, gids = own_ids()
-    try:
-        shm_fd = os.open(shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
-    try:
-        try:
-            names = sorted(os.listdir(shm_fd))
-        except OSError as e:
-            raise UsageError(f"cannot list {shm_dir!r}: {e.strerror}")
-        ignored = []
-        for name in names:
-            other = DIRECTORY_NAME.match(name)
-            if (other and int(other[1]) != LAYOUT_VERSION
-                    and int(other[3]) in (uids if other[2] == "u" else gids)):
-                ignored.append({"path": os.path.join(shm_dir, name),
-                                "why": f"of layout version {int(other[1])}; this gpuprio uses "
-                                       f"version {LAYOUT_VERSION}: use the gpuprio that wrote it"})
-        directories, refused = segment_directories(shm_dir, shm_fd, names, uids, gids)
-    finally:
-        os.close(shm_fd)
-    ignored.extend({"path": path, "why": why} for path, why in refused)
-    return directories, ignored
+    """segments.owned_directories with the directories left out as [{"path", "why"}]."""
+    directories, ignored = listed_directories(shm_dir)
+    return directories, [{"path": path, "why": why} for path, why in ignored]
 
 
 def judge_segment(dir_fd, file_name, owner, now):

@@ -388,11 +388,11 @@ def segment_directories(shm_dir, shm_fd, names, uids, gids):
     return opened, refused
 
 
-def take_sample(shm_dir, domain):
-    """Every segment of this user and its groups in shm_dir (of `domain` if given), read now:
-    {"time_ns", "segments": {"directory/file": segment}, "ignored": [(path, why)]}."""
+def owned_directories(shm_dir, other_versions=True):
+    """(this user's and its groups' segment directories in shm_dir, open, as segment_directories
+    gives them; [(path, why)] of the directories left out: refused ones and, with other_versions,
+    ones of another layout version). UsageError when shm_dir cannot be listed."""
     uids, gids = own_ids()
-    time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # top's own clock, for heartbeats
     try:
         shm_fd = os.open(shm_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -405,7 +405,7 @@ def take_sample(shm_dir, domain):
         ignored = []
         for name in names:
             other = DIRECTORY_NAME.match(name)
-            if (other and domain is None and int(other[1]) != LAYOUT_VERSION
+            if (other and other_versions and int(other[1]) != LAYOUT_VERSION
                     and int(other[3]) in (uids if other[2] == "u" else gids)):
                 ignored.append((os.path.join(shm_dir, name),
                                 f"of layout version {int(other[1])}; this gpuprio reads version "
@@ -413,7 +413,14 @@ def take_sample(shm_dir, domain):
         directories, refused = segment_directories(shm_dir, shm_fd, names, uids, gids)
     finally:
         os.close(shm_fd)
-    ignored.extend(refused)
+    return directories, ignored + refused
+
+
+def take_sample(shm_dir, domain):
+    """Every segment of this user and its groups in shm_dir (of `domain` if given), read now:
+    {"time_ns", "segments": {"directory/file": segment}, "ignored": [(path, why)]}."""
+    time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # top's own clock, for heartbeats
+    directories, ignored = owned_directories(shm_dir, other_versions=domain is None)
     segments = {}
     try:
         for scope, owner_id, dir_name, dir_fd, alternate in directories:
