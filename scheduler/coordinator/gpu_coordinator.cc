@@ -114,9 +114,8 @@ bool GpuCoordinator::Claim() {
     slot.isolation_device_sms.store(0, std::memory_order_relaxed);
     slot.confined_in_flight_ops.store(0, std::memory_order_relaxed);
     slot.confined_in_flight_estimated_ns.store(0, std::memory_order_relaxed);
-    for (LevelRow* row = slot.level_rows; row != slot.level_rows + kLevelRows + 1; ++row) {
-      ResetRow(*row);
-    }
+    for (LevelRow& row : slot.level_rows) ResetRow(row);
+    ResetRow(slot.other_levels);
     slot_word_ = SlotWord(SlotWordGeneration(claimed), kSlotLive);
     slot.state_word.store(slot_word_, std::memory_order_release);
     slot_ = &slot;
