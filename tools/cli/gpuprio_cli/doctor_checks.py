@@ -6,7 +6,6 @@ toolkit, MPS and the isolation each GPU allows.
 import json
 import os
 import re
-import stat
 import sys
 
 from .run import ASCII_SPACE, LIB_NAME, check_env_value, env_table, find_library
@@ -291,20 +290,17 @@ def check_runtime(environ):
 
 
 def check_mps(environ, driver):
-    """Whether an MPS control daemon runs for this environment: its pipe directory
-    (CUDA_MPS_PIPE_DIRECTORY, default /tmp/nvidia-mps) holds its `control` pipe; and whether the
-    driver reports MPS for each device (CU_DEVICE_ATTRIBUTE_MPS_ENABLED)."""
+    """Whether an MPS control daemon serves this environment (mps.serves: its pipe directory,
+    CUDA_MPS_PIPE_DIRECTORY or NVIDIA's default, holds its control pipe and the pid file of a
+    running daemon); and whether the driver reports MPS for each device
+    (CU_DEVICE_ATTRIBUTE_MPS_ENABLED)."""
     import shutil  # only doctor needs it
-    pipe_dir = environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
-    control = os.path.join(pipe_dir, "control")
-    try:
-        running = stat.S_ISFIFO(os.stat(control).st_mode) or stat.S_ISSOCK(os.stat(control).st_mode)
-    except OSError:
-        running = False
+    from .mps import SYSTEM_PIPE_DIR, serves
     enabled = [d["index"] for d in driver.get("devices", []) if d.get("mps_enabled")]
     return {"control_command": shutil.which("nvidia-cuda-mps-control",
                                             path=environ.get("PATH", os.defpath)),
-            "pipe_directory": pipe_dir, "running": running, "enabled_on_devices": enabled}
+            "pipe_directory": environ.get("CUDA_MPS_PIPE_DIRECTORY") or SYSTEM_PIPE_DIR,
+            "running": serves(environ), "enabled_on_devices": enabled}
 
 
 def check_sharing(environ, shm_dir, mps):
