@@ -1,4 +1,4 @@
-// Runs the benchmark runners' self-tests (tools/bench/two_process_selftest.py,
+// Runs the benchmark runners' self-tests (tests/tools/two_process_selftest.py,
 // interference_selftest.py and ddp_bench_selftest.py: the record and report code on synthetic results, and the runners end
 // to end with stand-ins for the CUDA programs, for --mps for nvidia-cuda-mps-control, and for
 // run_torch_bench.sh --threads for torch and the gpuprio Python helper) in CI, so the scripts whose
@@ -22,16 +22,16 @@ void RunSelftest(const char* path) {
 }
 
 TEST_CASE("The two-process benchmarks' records and reports", "[tools][bench]") {
-  RunSelftest("tools/bench/two_process_selftest.py");
+  RunSelftest("tests/tools/two_process_selftest.py");
 }
 
 TEST_CASE("The two-GPU DDP benchmark's runner, records and report", "[tools][bench]") {
-  RunSelftest("tools/bench/ddp_bench_selftest.py");
+  RunSelftest("tests/tools/ddp_bench_selftest.py");
 }
 
 TEST_CASE("The in-process interference runner and report, and the launch bench's isolation check",
           "[tools][bench]") {
-  RunSelftest("tools/bench/interference_selftest.py");
+  RunSelftest("tests/tools/interference_selftest.py");
 }
 
 }  // namespace

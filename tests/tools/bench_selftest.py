@@ -10,7 +10,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The repository (or the test's runfiles tree) and the benchmarks' directory in it, which is also
+# put on sys.path so that the self-tests can import the report modules (bench_stats and others).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "tools", "bench")
+sys.path.insert(0, BENCH)
 PY = sys.executable
 results = []
 
@@ -73,9 +77,9 @@ def scratch_tree(d, gpu_programs):
     for each of gpu_programs (name -> text)."""
     root = os.path.join(d, "repo")
     os.makedirs(os.path.join(root, "tools"))
-    shutil.copytree(HERE, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(BENCH, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
     os.makedirs(os.path.join(root, "tests", "gpu"))
-    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "gpu", "gpu_run_args.sh"),
+    shutil.copy(os.path.join(ROOT, "tests", "gpu", "gpu_run_args.sh"),
                 os.path.join(root, "tests", "gpu"))
     os.makedirs(os.path.join(root, ".gpu"))
     for name, text in gpu_programs.items():

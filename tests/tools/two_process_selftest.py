@@ -10,7 +10,7 @@ synchronises the whole device or works outside a stream of its own) and a stand-
 tools/python/gpuprio.py (which records each thread's priority). Prints one line per check and
 'N passed, N failed'.
 
-usage: python3 tools/bench/two_process_selftest.py
+usage: python3 tests/tools/two_process_selftest.py
 """
 
 import json
@@ -18,11 +18,9 @@ import os
 import subprocess
 import sys
 
-from bench_selftest import (MPS_CHECK, check, mps_pids, part_args, run, run_steps, runner_env, scratch_tree,
+from bench_selftest import (BENCH, MPS_CHECK, check, mps_pids, part_args, run, run_steps, runner_env, scratch_tree,
                             stand_in_bin, write)
 from bench_stats import js_of
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def interference_json(**kw):
@@ -35,7 +33,7 @@ def interference_json(**kw):
 
 
 def two_process(d):
-    rep = os.path.join(HERE, "two_process_report.py")
+    rep = os.path.join(BENCH, "two_process_report.py")
     lines = []
 
     def record(group, config, rnd, gpuprio, high=None, low=None, high_rc=0, low_rc=0, skip=None):
@@ -132,7 +130,7 @@ def two_process(d):
 
 
 def torch_part(d):
-    script = os.path.join(HERE, "torch_two_process.py")
+    script = os.path.join(BENCH, "torch_two_process.py")
     lines = []
 
     def result(name, **kw):
@@ -661,7 +659,7 @@ def torch_threads(root, d, tb):
 
 
 def exit_summaries(d):
-    script = os.path.join(HERE, "exit_summaries.py")
+    script = os.path.join(BENCH, "exit_summaries.py")
     level = "gpuprio: info: priority=1 (high) ops=10 on_caller=100.0% queued=0 calls=10 in_call_us mean=3.00 (driver 2.00) max=9.0"
     disp = "gpuprio: info: dispatcher device=0 cpu_ms=1.50 sleeps=7"
     tail = "torch_two_process high [1]: done\n" + level + "\n" + disp + "\n"

@@ -12,7 +12,7 @@ client of the same live daemon, gone at the end), --native-only, and the failure
 fails before it is ready, one that never becomes ready, and workers left behind by torchrun. Prints
 one line per check and 'N passed, N failed'.
 
-usage: python3 tools/bench/ddp_bench_selftest.py
+usage: python3 tests/tools/ddp_bench_selftest.py
 """
 
 import json
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from bench_selftest import (HERE, MPS_CHECK, check, mps_pids, part_args, run_steps, runner_env, scratch_tree,
+from bench_selftest import (BENCH, MPS_CHECK, check, mps_pids, part_args, run_steps, runner_env, scratch_tree,
                             stand_in_bin)
 from bench_stats import js_of
 
@@ -151,7 +151,7 @@ def report_of(out):
 def report_code(d):
     """ddp_bench_report.py on synthetic result files, through `record` (as the runner calls it) and
     `report`; the computed ratios checked against figures worked out by hand."""
-    here = os.path.join(HERE, "ddp_bench_report.py")
+    here = os.path.join(BENCH, "ddp_bench_report.py")
     d = os.path.join(d, "report")
     os.makedirs(d)
 

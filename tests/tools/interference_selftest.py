@@ -6,7 +6,7 @@ not isolate, a run that hangs, a run that fails), and the report's figures are c
 what the stand-in was told to produce. Also checks run_launch_bench.sh's isolation check with a
 stand-in launch_rate. Prints one line per check and 'N passed, N failed'.
 
-usage: python3 tools/bench/interference_selftest.py
+usage: python3 tests/tools/interference_selftest.py
 """
 
 import json
