@@ -44,12 +44,24 @@
 # line saying whether it ran under MPS) and OUT/NAME_runs.jsonl (the records as written), where NAME
 # is torch_two_process, torch_two_process_mps, torch_threads or torch_threads_mps. Exit 0 when every
 # native run succeeded.
+# PAIR picks the two jobs (default resnet, the pair above):
+#   resnet         ResNet-18 server beside ResNet-50 inference
+#   decoder        the decoder server (torch_two_process.py --server decoder: a small decoder-only
+#                  transformer, fp16, static KV cache; per request a prefill of 32 prompt tokens, then 32
+#                  output tokens, each after the first one CUDA graph replay; batch DECODE_BATCH, 1)
+#                  beside ResNet-50 inference; its table adds TTFT and TPOT p50/p99
+#   train          the ResNet-18 server beside ResNet-50 training (--batch-job resnet50-train: bf16
+#                  autocast, AdamW, batch LOW_BATCH, here 256 by default), its rate in samples/s
+#   decoder-train  the decoder server beside ResNet-50 training
+# Output named NAME_PAIR[_mps].* for any pair but resnet (e.g. torch_two_process_decoder.json,
+# torch_threads_train_mps.txt); DECODE_BATCH other than 1 adds _bDECODE_BATCH to the pair's name.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
 # TORCH_CPUS (every run's processes on these CPUs, a taskset list), TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
 # or "--impl builtin"), BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g.
 # "GPUPRIO_COORDINATE=0"), PYTHON, TORCH_CONFIGS (default "alone low-alone native gpuprio"; also
 # alone-gpuprio, the high job alone under gpuprio, and gpuprio-b, gpuprio with B_ENV's VAR=VALUE
-# added and LIB_B, when set, as the library: an A/B comparison in the same interleaved rounds).
+# added and LIB_B, when set, as the library: an A/B comparison in the same interleaved rounds),
+# PAIR, DECODE_BATCH (1).
 set -uo pipefail
 
 gp_flags=(mps threads)
@@ -58,13 +70,28 @@ source "$repo/tools/bench/bench_runs.sh"  # rounds, gpuprio_env, runs
 script="$repo/tools/bench/torch_two_process.py"
 requests="${REQUESTS:-340}"
 rate="${RATE:-20}"
-low_batch="${LOW_BATCH:-1024}"
+pair="${PAIR:-resnet}"
+decode_batch="${DECODE_BATCH:-1}"
+case "$pair" in
+  resnet) pair_args=() ;;
+  decoder) pair_args=(--server decoder --decode-batch "$decode_batch") ;;
+  train) pair_args=(--batch-job resnet50-train) ;;
+  decoder-train) pair_args=(--server decoder --decode-batch "$decode_batch" --batch-job resnet50-train) ;;
+  *) echo "run_torch_bench: unknown PAIR '$pair' (resnet, decoder, train or decoder-train)" >&2; exit 2 ;;
+esac
+if [[ "$pair" == *train ]]; then
+  low_batch="${LOW_BATCH:-256}"
+else
+  low_batch="${LOW_BATCH:-1024}"
+fi
 low_seconds="${LOW_SECONDS:-12}"
 run_timeout="${TORCH_TIMEOUT:-90}"
 budget="${TORCH_BUDGET:-420}"
 read -r -a targs <<<"${TORCH_ARGS:-}"
 name=torch_two_process
 ((threads)) && name=torch_threads
+[[ "$pair" != resnet ]] && name="${name}_$pair"
+[[ "$pair" == decoder* && "$decode_batch" != 1 ]] && name="${name}_b$decode_batch"
 ((mps)) && name="${name}_mps"
 
 need_lib
@@ -78,11 +105,14 @@ cleanup_at_exit "gpbench_torch_$$_"
 
 # What this python has: torch, CUDA, torchvision (or not, and then the builtin models).
 say "preflight: $py$( ((mps)) && echo " (under MPS)")$( ((threads)) && echo "; threads of one process")"
+say "pair $pair: ${pair_args[*]:-ResNet-18 server, ResNet-50 inference}; low batch $low_batch"
 timeout -k 5 120 env -u LD_PRELOAD "$py" - >"$out/torch_preflight.txt" 2>&1 <<'PY'
 import sys
 print("python", sys.version.split()[0])
 import torch
 print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())
+# The decoder server's attention (PAIR=decoder*) needs it: torch 2.0 or later.
+print("scaled_dot_product_attention", hasattr(torch.nn.functional, "scaled_dot_product_attention"))
 if torch.cuda.is_available():
     free, total = torch.cuda.mem_get_info()
     print("device", torch.cuda.get_device_name(0), "memory free %.1f / %.1f GiB" % (free / 2**30, total / 2**30))
@@ -109,10 +139,11 @@ fi
 
 start=$SECONDS
 n=0
-high_args=(--rate "$rate" --requests "$requests" "${targs[@]}")
-low_args=(--batch "$low_batch" "${targs[@]}")
+# The pair's flags go to both processes (each records which pair it belonged to).
+high_args=(--rate "$rate" --requests "$requests" "${pair_args[@]}" "${targs[@]}")
+low_args=(--batch "$low_batch" "${pair_args[@]}" "${targs[@]}")
 # The threads form takes both jobs' options at once (TORCH_ARGS once).
-both_args=(--rate "$rate" --requests "$requests" --batch "$low_batch" "${targs[@]}")
+both_args=(--rate "$rate" --requests "$requests" --batch "$low_batch" "${pair_args[@]}" "${targs[@]}")
 
 # run_threads_config TAG CONFIG ENV...: one process, torch_two_process.py threads, for the run
 # (after run_config's skip checks); sets hrc and lrc, both the process's exit code, for the record.

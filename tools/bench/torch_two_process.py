@@ -276,25 +276,195 @@ def make_model(torch, name, impl):
     return builtin_resnet(torch.nn, name), "builtin (this script's definition; torchvision not importable)"
 
 
+def make_decoder(torch, layers, d_model, heads, vocab, max_len):
+    """A decoder-only transformer (pre-LayerNorm, learned positions, GELU MLP of 4 d_model, untied
+    head, random weights) with a static KV cache: prefill(prompt, caches) writes the prompt's keys and
+    values at positions 0..P-1 (eager, causal attention over the prompt) and returns the next token
+    (greedy); decode(tok, pos, caches, positions) is one step at the position in the device tensor
+    pos (shape (1,)): it writes that position's keys and values and attends to every position up to
+    it (a mask from pos, so that one captured graph serves every position)."""
+    nn, F = torch.nn, torch.nn.functional
+    if d_model % heads:
+        raise ValueError("--d-model %d is not a multiple of --heads %d" % (d_model, heads))
+    head_dim = d_model // heads
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+            self.proj = nn.Linear(d_model, d_model, bias=False)
+            self.up = nn.Linear(d_model, 4 * d_model, bias=False)
+            self.down = nn.Linear(4 * d_model, d_model, bias=False)
+
+        def forward(self, x, k_cache, v_cache, at, mask):
+            """x (B, T, d_model) at positions at (T,); mask None: the prompt (T tokens from 0)."""
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+            k_cache.index_copy_(2, at, k)
+            v_cache.index_copy_(2, at, v)
+            if mask is None:
+                att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
+            x = x + self.proj(att.transpose(1, 2).reshape(b, t, d_model))
+            return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb = nn.Embedding(vocab, d_model)
+            self.pos_emb = nn.Embedding(max_len, d_model)
+            self.layers = nn.ModuleList([Layer() for _ in range(layers)])
+            self.ln = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab, bias=False)
+            self.max_len, self.heads, self.head_dim = max_len, heads, head_dim
+
+        def new_caches(self, batch, device, dtype):
+            shape = (batch, heads, max_len, head_dim)
+            return [(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
+                    for _ in self.layers]
+
+        def prefill(self, prompt, caches):
+            at = torch.arange(prompt.shape[1], device=prompt.device)
+            x = self.tok_emb(prompt) + self.pos_emb(at)[None]
+            for layer, (kc, vc) in zip(self.layers, caches):
+                x = layer(x, kc, vc, at, None)
+            return self.head(self.ln(x[:, -1])).argmax(-1)
+
+        def decode(self, tok, pos, caches, positions):
+            x = self.tok_emb(tok)[:, None] + self.pos_emb(pos)[None]
+            mask = (positions <= pos).view(1, 1, 1, -1)
+            for layer, (kc, vc) in zip(self.layers, caches):
+                x = layer(x, kc, vc, pos, mask)
+            return self.head(self.ln(x[:, 0])).argmax(-1)
+
+    return Decoder()
+
+
+def token_stats(due_ns, token_ns):
+    """A request's time to first token (from its due time to the first token on the host) and time
+    per output token (the mean gap between its tokens after the first: (last - first) / (n - 1)),
+    in ms; TPOT is None for a request of one token."""
+    ttft = (token_ns[0] - due_ns) / 1e6
+    tpot = (token_ns[-1] - token_ns[0]) / 1e6 / (len(token_ns) - 1) if len(token_ns) > 1 else None
+    return ttft, tpot
+
+
+def decode_server(torch, dev, model, a, sync):
+    """The decoder's request: prefill of a fixed random prompt of --prompt-tokens (eager), whose last
+    position gives the first token, then --gen-tokens - 1 decode steps, each ONE replay of a CUDA
+    graph captured once for the batch (--decode-batch) over static buffers: the step reads the last
+    token and its position from device tensors, writes the next token back and advances the position
+    itself. After the prefill and after each replay the token is copied to the host and the stream
+    synchronised (a server streams its tokens). Returns request(): (time the last replay call
+    returned, [time each token was on the host]) in monotonic ns. Called in inference mode."""
+    b, p, n = a.decode_batch, a.prompt_tokens, a.gen_tokens
+    if b < 1 or p < 1 or n < 3:
+        raise ValueError("the decoder needs --decode-batch >= 1, --prompt-tokens >= 1 and --gen-tokens >= 3")
+    caches = model.new_caches(b, dev, next(model.parameters()).dtype)
+    prompt = torch.randint(0, a.vocab, (b, p), device=dev)
+    tok = torch.zeros(b, dtype=torch.long, device=dev)
+    pos = torch.full((1,), p, dtype=torch.long, device=dev)
+    positions = torch.arange(model.max_len, device=dev)
+    tok_host = torch.empty(b, dtype=torch.long)
+    if dev.type == "cuda":
+        tok_host = tok_host.pin_memory()
+
+    def step():
+        tok.copy_(model.decode(tok, pos, caches, positions))
+        pos.add_(1)
+
+    here = torch.cuda.current_stream(dev)
+    side = torch.cuda.Stream(device=dev)
+    side.wait_stream(here)
+    with torch.cuda.stream(side):  # warm-up before capture, as torch.cuda.graph requires
+        tok.copy_(model.prefill(prompt, caches))
+        for _ in range(3):
+            step()
+    here.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: the batch thread keeps launching while this thread captures.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        step()
+    sync()
+
+    def request():
+        tok.copy_(model.prefill(prompt, caches))
+        pos.fill_(p)
+        tok_host.copy_(tok, non_blocking=True)
+        sync()
+        times = [time.monotonic_ns()]
+        launched = times[0]
+        for _ in range(n - 1):
+            graph.replay()
+            launched = time.monotonic_ns()
+            tok_host.copy_(tok, non_blocking=True)
+            sync()
+            times.append(time.monotonic_ns())
+        return launched, times
+    return request
+
+
+def train_step(torch, dev, model, batch, image_size, backward_hook=None):
+    """One training step of the ResNet-50 batch job: forward under bf16 autocast, cross-entropy on
+    random labels, backward, AdamW (weights fp32). backward_hook(), when given, is called once in
+    each thread that runs the backward pass's first node (autograd's device thread: see run_threads)."""
+    F = torch.nn.functional
+    x = torch.randn(batch, 3, image_size, image_size, device=dev).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    seen = set()
+
+    def hook(grad):
+        tid = threading.get_native_id()
+        if tid not in seen:
+            seen.add(tid)
+            backward_hook()
+        return None
+
+    def step():
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        if backward_hook is not None:
+            loss.register_hook(hook)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
 def setup(a, role, name):
-    """Imports torch, builds the model on the device; returns (torch, device, dtype, model, sync, info)."""
+    """Imports torch, builds the model on the device; returns (torch, device, dtype, model, sync, info).
+    name: resnet18, resnet50 (inference: eval, in --dtype), resnet50-train (train mode, fp32 weights:
+    the steps run under bf16 autocast) or decoder (make_decoder, in --dtype)."""
     t0 = time.monotonic()
     import torch
     torch.backends.cudnn.benchmark = False
     dev = torch.device(a.device)
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     torch.manual_seed(0)
-    model, impl = make_model(torch, name, a.impl)
-    model = model.to(device=dev, dtype=dtype, memory_format=torch.channels_last).eval()
+    dtype_name = a.dtype
+    if name == "decoder":
+        model = make_decoder(torch, a.layers, a.d_model, a.heads, a.vocab, a.prompt_tokens + a.gen_tokens)
+        impl = "builtin decoder (this script's definition)"
+        model = model.to(device=dev, dtype=dtype).eval()
+    elif name == "resnet50-train":
+        model, impl = make_model(torch, "resnet50", a.impl)
+        model = model.to(device=dev, memory_format=torch.channels_last).train()
+        dtype_name = "bf16 autocast"
+    else:
+        model, impl = make_model(torch, name, a.impl)
+        model = model.to(device=dev, dtype=dtype, memory_format=torch.channels_last).eval()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     sync()
     info = {
-        "model": name, "impl": impl, "torch": torch.__version__, "dtype": a.dtype, "image_size": a.image_size,
+        "model": name, "impl": impl, "torch": torch.__version__, "dtype": dtype_name, "image_size": a.image_size,
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
         "params": sum(p.numel() for p in model.parameters()), "load_s": round(time.monotonic() - t0, 3),
     }
     log(role, "%s (%s), %s, %.1f M parameters, on %s; loaded in %.1f s"
-        % (name, impl, a.dtype, info["params"] / 1e6, info["device"], info["load_s"]))
+        % (name, impl, dtype_name, info["params"] / 1e6, info["device"], info["load_s"]))
     return torch, dev, dtype, model, sync, info
 
 
@@ -342,11 +512,13 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
     res = {"role": "high", "ok": False, "error": ""}
     res.update(environment())
     res.update(extra or {})
-    torch, dev, dtype, model, sync, info = loaded or setup(a, "high", "resnet18")
+    decoder = a.server == "decoder"
+    torch, dev, dtype, model, sync, info = loaded or setup(a, "high", a.server)
     res.update(info)
-    x_host = torch.randn(1, 3, a.image_size, a.image_size).to(dtype)
-    if dev.type == "cuda":
-        x_host = x_host.pin_memory()
+    if not decoder:
+        x_host = torch.randn(1, 3, a.image_size, a.image_size).to(dtype)
+        if dev.type == "cuda":
+            x_host = x_host.pin_memory()
 
     def infer():
         """One request; returns when its last launch call returned (monotonic ns): the host phase,
@@ -358,9 +530,15 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
         sync()
         return launched
 
-    res["graph"] = bool(a.high_graph)
+    res["graph"] = bool(a.high_graph) and not decoder
     with torch.inference_mode():
-        if a.high_graph:
+        if decoder:
+            infer = decode_server(torch, dev, model, a, sync)
+            res.update(decode_batch=a.decode_batch, prompt_tokens=a.prompt_tokens, gen_tokens=a.gen_tokens,
+                       layers=a.layers, d_model=a.d_model, heads=a.heads, vocab=a.vocab)
+            log("high", "decoder: batch %d, prompt %d tokens (eager prefill), %d tokens a request, each after the "
+                "first one CUDA graph replay" % (a.decode_batch, a.prompt_tokens, a.gen_tokens))
+        elif a.high_graph:
             infer = graph_infer(torch, dev, model, x_host, sync)
             log("high", "forward pass captured as a CUDA graph: one replay per request")
         t0 = time.monotonic()
@@ -389,6 +567,7 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
             max_seconds = a.max_seconds if a.max_seconds is not None else 1.5 * total / a.rate + 5.0
             deadline = start + int(max_seconds * 1e9)
             lat_ms, host_ms, late = [], [], 0
+            ttft_ms, tpot_ms = [], []
             w0 = p0 = None
             for i in range(total):
                 due = start + i * period_ns
@@ -410,9 +589,16 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
                 if time.monotonic_ns() - due > period_ns:
                     late += i >= a.warm_releases
                 launched = infer()
+                # The decoder's request returns its tokens' times as well.
+                launched, tokens = launched if isinstance(launched, tuple) else (launched, None)
                 if i >= a.warm_releases:
                     lat_ms.append((time.monotonic_ns() - due) / 1e6)
                     host_ms.append((launched - due) / 1e6)
+                    if tokens:
+                        ttft, tpot = token_stats(due, tokens)
+                        ttft_ms.append(ttft)
+                        if tpot is not None:
+                            tpot_ms.append(tpot)
                     if len(lat_ms) % 100 == 0:
                         log("high", "%d/%d requests, p50 so far %.3f ms" % (len(lat_ms), a.requests,
                                                                           percentile(lat_ms, 0.5)))
@@ -435,6 +621,11 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
         res[k] = percentile(lat_ms, q)
     res["max_ms"] = max(lat_ms) if lat_ms else None
     res["mean_ms"] = statistics.fmean(lat_ms) if lat_ms else None
+    if decoder:
+        res["ttft_ms"] = [round(v, 4) for v in ttft_ms]
+        res["tpot_ms"] = [round(v, 5) for v in tpot_ms]
+        for name, vals in (("ttft", ttft_ms), ("tpot", tpot_ms)):
+            res[name + "_p50_ms"], res[name + "_p99_ms"] = percentile(vals, 0.5), percentile(vals, 0.99)
     if w0 is not None:
         res["window_s"] = (w1 - w0) / 1e9
         res["window_start_ns"], res["window_end_ns"] = w0, w1
@@ -458,32 +649,42 @@ def run_high(a, loaded=None, local_peer=None, extra=None):
 
 def run_low(a, loaded=None, local_peer=None, extra=None):
     """The low job; the arguments after a as run_high's."""
-    res = {"role": "low", "ok": False, "error": "", "batch": a.batch}
+    train = a.batch_job == "resnet50-train"
+    batch = low_batch(a)
+    res = {"role": "low", "ok": False, "error": "", "batch": batch, "batch_job": a.batch_job}
     res.update(environment())
     res.update(extra or {})
-    torch, dev, dtype, model, sync, info = loaded or setup(a, "low", "resnet50")
+    torch, dev, dtype, model, sync, info = loaded or setup(a, "low", low_model(a))
     res.update(info)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev, dtype=dtype)
-    x = x.contiguous(memory_format=torch.channels_last)
-    with torch.inference_mode():
+    if train:
+        # Training needs autograd: no inference mode; the step's own hook (threads form, gpuprio)
+        # gives autograd's device thread the low priority too.
+        step = train_step(torch, dev, model, batch, a.image_size, getattr(a, "backward_hook", None))
+    else:
+        x = torch.randn(batch, 3, a.image_size, a.image_size, device=dev, dtype=dtype)
+        x = x.contiguous(memory_format=torch.channels_last)
+
+        def step():
+            model(x)
+    with contextlib.nullcontext() if train else torch.inference_mode():
         t0 = time.monotonic()
         for _ in range(a.warmup_batches):
-            model(x)
+            step()
             sync()
         res["warmup_s"] = round(time.monotonic() - t0, 3)
         if dev.type == "cuda":
             res["max_memory_allocated_gb"] = round(torch.cuda.max_memory_allocated(dev) / 2**30, 2)
-        log("low", "warm-up: %d batches of %d in %.2f s" % (a.warmup_batches, a.batch, res["warmup_s"]))
+        log("low", "warm-up: %d batches of %d in %.2f s" % (a.warmup_batches, batch, res["warmup_s"]))
         peer = local_peer if local_peer is not None else Peer.create(a.peer) if a.peer else None
         deadline = time.monotonic_ns() + int(a.seconds * 1e9)
         images = batches = 0
         first = last = None
         stopped_by = "seconds"
         while True:
-            model(x)
+            step()
             sync()
             t = time.monotonic_ns()
-            images += a.batch
+            images += batch
             batches += 1
             if peer:
                 peer.publish(images, t, batches)
@@ -498,6 +699,8 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
             if t >= deadline:
                 break
     res["stopped_by"] = stopped_by
+    if extra and "backward_threads" in extra:  # filled in by the backward passes (threads form)
+        res["backward_threads"] = extra["backward_threads"]
     res["batches"] = batches
     res["images"] = images
     res["own_window_s"] = (last[1] - first[1]) / 1e9
@@ -509,6 +712,17 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
     else:
         res["ok"] = True
     return res
+
+
+def low_model(a):
+    """setup's name for the low job's model."""
+    return "resnet50-train" if a.batch_job == "resnet50-train" else "resnet50"
+
+
+def low_batch(a):
+    """--batch, or the batch job's default: 1024 images for inference, 256 for training (its
+    activations, kept for the backward pass, take some 20 GB at 256 in bf16)."""
+    return a.batch if a.batch else (256 if a.batch_job == "resnet50-train" else 1024)
 
 
 def guarded(role, fn, *args, extra=None):
@@ -589,6 +803,19 @@ def set_own_priority(role, helper, helper_error):
     return info
 
 
+def backward_priority(helper, extra):
+    """Sets the low priority for the calling thread (autograd's, in the backward pass of the threads
+    form's training job) and notes it in the low result: backward_threads, {tid: read back}."""
+    tid = threading.get_native_id()
+    try:
+        helper.set_thread_priority(THREAD_PRIORITY["low"])
+        got = helper.get_thread_priority()
+    except Exception as e:
+        got = "%s: %s" % (type(e).__name__, e)
+    extra.setdefault("backward_threads", {})[str(tid)] = got
+    log("low", "backward thread %d: priority %r" % (tid, got))
+
+
 def job_args(a, role):
     """The namespace run_high / run_low expect, from the threads command's options."""
     ja = argparse.Namespace(**vars(a))
@@ -628,8 +855,8 @@ def run_threads(a):
     try:
         # Loaded here, one model after the other, so that the threads do not import torch at the
         # same time, and the load does not count in either job's time.
-        loaded = {"high": setup(job_args(a, "high"), "high", "resnet18") if "high" in jobs else None,
-                  "low": setup(job_args(a, "low"), "low", "resnet50") if "low" in jobs else None}
+        loaded = {"high": setup(job_args(a, "high"), "high", a.server) if "high" in jobs else None,
+                  "low": setup(job_args(a, "low"), "low", low_model(a)) if "low" in jobs else None}
     except Exception as e:
         for j in jobs:
             results[j] = failure(j, e, {"form": "threads"})
@@ -641,6 +868,11 @@ def run_threads(a):
             # First, before any GPU work of this thread: gpuprio takes the thread's setting for
             # every operation the thread submits from then on.
             extra.update(set_own_priority(role, helper, helper_error))
+            ja = job_args(a, role)
+            if role == "low" and extra.get("priority_set") and a.batch_job == "resnet50-train":
+                # loss.backward() runs the backward kernels from autograd's device thread, not this
+                # one: the step gives that thread the low priority too (once per thread).
+                ja.backward_hook = lambda: backward_priority(helper, extra)
 
             def body(ja, extra):
                 torch, dev, dtype, model, _, info = loaded[role]
@@ -654,7 +886,7 @@ def run_threads(a):
                     fn = run_high if role == "high" else run_low
                     return fn(ja, (torch, dev, dtype, model, stream.synchronize, info), peer, extra=extra)
             try:
-                results[role] = guarded(role, body, job_args(a, role), extra=extra)
+                results[role] = guarded(role, body, ja, extra=extra)
             finally:
                 if peer is not None and role == "low":
                     peer.low_ended.set()
@@ -772,9 +1004,20 @@ def low_rate(r):
     return None
 
 
+def low_unit(rec):
+    """What the low job's rate counts: training samples or images."""
+    train = any(js_of(rec, role).get("batch_job") == "resnet50-train" for role in ("high", "low")) or \
+        js_of(rec, "low").get("model") == "resnet50-train"
+    return "samples/s" if train else "img/s"
+
+
 def brief(rec):
     lr = low_rate(rec)
-    return server_brief(rec, "", None if lr is None else "low=%.1f img/s" % lr)
+    b = server_brief(rec, "", None if lr is None else "low=%.1f %s" % (lr, low_unit(rec)))
+    h = js_of(rec, "high")
+    if rec.get("ok") and h.get("tpot_p50_ms") is not None:
+        b += " ttft p50=%.3f tpot p50=%.4f p99=%.4f ms" % (h["ttft_p50_ms"], h["tpot_p50_ms"], h["tpot_p99_ms"])
+    return b
 
 
 def build(runs):
@@ -784,12 +1027,18 @@ def build(runs):
         good = [r for r in rs if r.get("ok")]
         lat = [v for r in good for v in js_of(r, "high").get("latency_ms", [])]
         host = [v for r in good for v in js_of(r, "high").get("host_ms", [])]
+        ttft = [v for r in good for v in js_of(r, "high").get("ttft_ms", [])]
+        tpot = [v for r in good for v in js_of(r, "high").get("tpot_ms", [])]
         rows[c] = {
             "runs": len(rs), "ok": len(good), "errors": [r.get("error") for r in rs if not r.get("ok")],
             "cut_short": sum(1 for r in good if js_of(r, "high").get("cut_short")),
             "requests": len(lat),
             "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "max_ms": max(lat) if lat else None,
             "host_p50_ms": percentile(host, 0.5), "host_p99_ms": percentile(host, 0.99),
+            # The decoder server's: time to first token and time per output token, pooled.
+            "ttft_p50_ms": percentile(ttft, 0.5), "ttft_p99_ms": percentile(ttft, 0.99),
+            "tpot_p50_ms": percentile(tpot, 0.5), "tpot_p99_ms": percentile(tpot, 0.99),
+            "round_tpot_p99_ms": spread([js_of(r, "high").get("tpot_p99_ms") for r in good]),
             "round_p50_ms": spread([js_of(r, "high").get("p50_ms") for r in good]),
             "round_p99_ms": spread([js_of(r, "high").get("p99_ms") for r in good]),
             "low_images_per_s": spread([low_rate(r) for r in good]),
@@ -804,6 +1053,8 @@ def build(runs):
         good = [r for r in runs if r["config"] == c and r.get("ok")]
         row["p50_vs_alone"] = ratio(row["p50_ms"], alone["p50_ms"])
         row["p99_vs_alone"] = ratio(row["p99_ms"], alone["p99_ms"])
+        for q in ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"):
+            row[q + "_vs_alone"] = ratio(row[q + "_ms"], alone[q + "_ms"])
         row["round_p99_vs_alone"] = spread([ratio(js_of(r, "high").get("p99_ms"), alone["p99_ms"]) for r in good])
         row["low_vs_low_alone"] = ratio(row["low_images_per_s"]["median"], low_alone)
         row["round_low_vs_low_alone"] = spread([ratio(low_rate(r), low_alone) for r in good])
@@ -823,6 +1074,12 @@ def build(runs):
         "requests_per_round": hj.get("requests"), "low_model": lj.get("model"), "low_dtype": lj.get("dtype"),
         "low_batch": lj.get("batch"), "image_size": hj.get("image_size") or lj.get("image_size"),
         "low_max_memory_gb": lj.get("max_memory_allocated_gb"),
+        "low_batch_job": lj.get("batch_job") or "resnet50-infer",
+        # The decoder server's shape (None for ResNet-18).
+        "decode_batch": hj.get("decode_batch"), "prompt_tokens": hj.get("prompt_tokens"),
+        "gen_tokens": hj.get("gen_tokens"),
+        "decoder_shape": None if hj.get("layers") is None else "%s layers, d_model %s, %s heads, vocab %s" % (
+            hj.get("layers"), hj.get("d_model"), hj.get("heads"), hj.get("vocab")),
         "rounds": max((r["round"] for r in runs), default=0),
         # Records written before the threads form have no form: they are of the two-process form.
         "form": sorted({r.get("form", "processes") for r in runs}),
@@ -839,6 +1096,8 @@ def strip_latencies(r):
         if "latency_ms" in js:
             js["latency_ms_count"] = len(js.pop("latency_ms"))
         js.pop("host_ms", None)
+        js.pop("ttft_ms", None)
+        js.pop("tpot_ms", None)
     return r
 
 
@@ -846,15 +1105,31 @@ def text(rep):
     m = rep["meta"]
     form = {("threads",): "one process, each job in a thread of its own with a CUDA stream of its own",
             ("processes",): "two processes"}.get(tuple(m.get("form") or ["processes"]), "mixed forms")
+    if m.get("decode_batch") is not None:
+        high = ("high: decoder (%s) batch %s %s, open loop at %s requests/s, %s measured per round; a request: "
+                "prefill of %s prompt tokens (eager), then %s output tokens, each after the first one CUDA graph "
+                "replay, each copied to the host; latency from the due time to the last token on the host; TTFT "
+                "(to the first token) and TPOT (the mean gap between a request's later tokens) per request" % (
+                    m.get("decoder_shape"), m["decode_batch"], m["high_dtype"], m["rate_per_s"],
+                    m["requests_per_round"], m["prompt_tokens"], m["gen_tokens"]))
+    else:
+        high = ("high: %s batch 1 %s, open loop at %s requests/s, %s measured per round; latency from the due time to "
+                "the logits on the host%s" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"],
+                                              {(True,): "; the forward pass as one CUDA graph replay per request "
+                                                        "(--high-graph)",
+                                               (False, True): "; MIXED: some runs replayed a CUDA graph"}.get(
+                                                  tuple(m.get("high_graph") or []), "")))
+    if m.get("low_batch_job") == "resnet50-train":
+        low = ("low: ResNet-50 training, batch %s, %s (fp32 weights), forward, backward, AdamW step, back to back; "
+               "its rate in samples/s (the images/s columns) (peak memory %s GB); %s rounds, configurations "
+               "interleaved" % (m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]))
+    else:
+        low = ("low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
+               % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]))
     lines = [
         "PyTorch, %s, on %s (torch %s; models: %s)" % (form, m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
-        "high: %s batch 1 %s, open loop at %s requests/s, %s measured per round; latency from the due time to the "
-        "logits on the host%s" % (m["high_model"], m["high_dtype"], m["rate_per_s"], m["requests_per_round"],
-                                  {(True,): "; the forward pass as one CUDA graph replay per request (--high-graph)",
-                                   (False, True): "; MIXED: some runs replayed a CUDA graph"}.get(
-                                      tuple(m.get("high_graph") or []), "")),
-        "low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
-        % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]),
+        high,
+        low,
         "p50/p99: over all measured requests of the configuration (pooled rounds); per-round values: median "
         "[min-max]; ratios against 'alone' (latency) and 'low-alone' (images/s); host p50/p99: from the due "
         "time to the request's last launch call returning (the host's share of the latency); paired: each "
@@ -878,6 +1153,14 @@ def text(rep):
             fmt_spread(row["round_p50_ms"], ".3f"),
             fmt_spread(row["round_p99_ms"], ".3f"), fmt_spread(row["low_images_per_s"], ".1f"),
             fmt_spread(row["round_low_vs_low_alone"], ".3f")))
+        if row.get("tpot_p50_ms") is not None:
+            lines.append("              tokens: TTFT p50/p99 %s/%s ms (%s/%s of alone), TPOT p50/p99 %s/%s ms "
+                         "(%s/%s of alone), round TPOT p99 %s ms" % (
+                             fmt(row["ttft_p50_ms"], ".3f"), fmt(row["ttft_p99_ms"], ".3f"),
+                             fmt(row.get("ttft_p50_vs_alone"), ".2f"), fmt(row.get("ttft_p99_vs_alone"), ".2f"),
+                             fmt(row["tpot_p50_ms"], ".4f"), fmt(row["tpot_p99_ms"], ".4f"),
+                             fmt(row.get("tpot_p50_vs_alone"), ".2f"), fmt(row.get("tpot_p99_vs_alone"), ".2f"),
+                             fmt_spread(row["round_tpot_p99_ms"], ".4f")))
         paired = row.get("paired_p50_vs_alone") or {}
         if paired.get("n") and c != "alone":
             lines.append("              paired p50/al %s  p99/al %s" % (
@@ -907,6 +1190,18 @@ def job_commands(sub):
         # In common, so that TORCH_ARGS reaches the high job in either form; the low job ignores it.
         s.add_argument("--high-graph", action="store_true",
                        help="the high job replays a CUDA graph of its forward pass, one per request")
+        # The pair, in common too: the record of either job says which models ran.
+        s.add_argument("--server", choices=["resnet18", "decoder"], default="resnet18",
+                       help="the high job: ResNet-18 batch 1, or the decoder (make_decoder) generating tokens")
+        s.add_argument("--batch-job", choices=["resnet50-infer", "resnet50-train"], default="resnet50-infer",
+                       help="the low job: ResNet-50 inference, or training steps (bf16 autocast, AdamW)")
+        s.add_argument("--decode-batch", type=int, default=1, help="the decoder's batch (sequences a request)")
+        s.add_argument("--prompt-tokens", type=int, default=32)
+        s.add_argument("--gen-tokens", type=int, default=32, help="output tokens a request, the first included")
+        s.add_argument("--layers", type=int, default=8)
+        s.add_argument("--d-model", type=int, default=1024)
+        s.add_argument("--heads", type=int, default=8)
+        s.add_argument("--vocab", type=int, default=32000)
 
     def high_options(s):
         s.add_argument("--rate", type=float, default=20.0)
@@ -918,7 +1213,8 @@ def job_commands(sub):
         s.add_argument("--peer-wait-s", type=float, default=60.0)
 
     def low_options(s):
-        s.add_argument("--batch", type=int, default=1024)
+        # Default (None): 1024 images for inference, 256 for training (low_batch).
+        s.add_argument("--batch", type=int, default=None)
         s.add_argument("--warmup-batches", type=int, default=3)
         s.add_argument("--seconds", type=float, default=12.0)
 
