@@ -8,11 +8,11 @@ import stat
 import time
 
 from .run import check_domain
-from .segment_layout import SEGMENT_FILE_NAME, SHM_DIR, SLOT_COUNT
+from .segment_layout import SLOT_COUNT
 from .segments import (
-    BadSegment, Vanished, default_shm_dir, format_gpu_uuid, read_segment, slot_lock_held)
-from .segments import owned_directories as listed_directories
-from .util import UsageError, age_text, ascii_text, plural_text
+    BadSegment, Vanished, add_shm_dir_option, format_gpu_uuid, read_segment, segment_files,
+    shm_dir_of, slot_lock_held)
+from .util import age_text, ascii_text, plural_text
 
 
 # A segment file younger than this is never removed: its creator may still be setting it up
@@ -73,43 +73,21 @@ def scan_segments(shm_dir, domain=None):
     "removable": stale, this user's own file, and at least CLEAN_MIN_AGE_S old. "problem": why
     the library would refuse it (a damaged or foreign segment: processes of that domain on that
     GPU then do not coordinate), or None. UsageError when shm_dir cannot be listed."""
-    directories, ignored = owned_directories(shm_dir)
-    segments = []
+    segments, ignored = [], []
     now = time.time()
-    try:
-        for scope, owner_id, dir_name, dir_fd, _ in directories:
-            directory = os.path.join(shm_dir, dir_name)
-            try:
-                file_names = sorted(os.listdir(dir_fd))
-            except OSError as e:
-                ignored.append({"path": directory, "why": f"cannot list it: {e.strerror}"})
-                continue
-            for file_name in file_names:
-                match = SEGMENT_FILE_NAME.fullmatch(file_name)
-                if match is None or match[1] in (".", ".."):
-                    continue
-                if domain is not None and match[1] != domain:
-                    continue
-                entry = judge_segment(dir_fd, file_name, (scope, owner_id), now)
-                if entry is None:
-                    continue  # gone meanwhile
-                entry.update({"path": os.path.join(directory, file_name), "directory": directory,
-                              "domain": match[1],
-                              "gpu": format_gpu_uuid(bytes.fromhex(match[2]))})
-                segments.append(entry)
-    finally:
-        for _, _, _, dir_fd, _ in directories:
-            os.close(dir_fd)
+    for directory, (scope, owner_id, _, dir_fd, _), file_name, match in segment_files(
+            shm_dir, domain, ignored):
+        entry = judge_segment(dir_fd, file_name, (scope, owner_id), now)
+        if entry is None:
+            continue  # gone meanwhile
+        entry.update({"path": os.path.join(directory, file_name), "directory": directory,
+                      "domain": match[1], "gpu": format_gpu_uuid(bytes.fromhex(match[2]))})
+        segments.append(entry)
     candidates = {(s["dev"], s["ino"]): s for s in segments if s["state"] == "stale"}
     for key, pids in segment_openers(set(candidates)).items():
         candidates[key].update({"state": "opened", "removable": False, "opened_by": pids})
-    return {"shm_dir": shm_dir, "segments": segments, "ignored": ignored}
-
-
-def owned_directories(shm_dir):
-    """segments.owned_directories with the directories left out as [{"path", "why"}]."""
-    directories, ignored = listed_directories(shm_dir)
-    return directories, [{"path": path, "why": why} for path, why in ignored]
+    return {"shm_dir": shm_dir, "segments": segments,
+            "ignored": [{"path": path, "why": why} for path, why in ignored]}
 
 
 def judge_segment(dir_fd, file_name, owner, now):
@@ -222,8 +200,7 @@ def segment_line(entry):
 
 
 def command_clean_segments(args, environ):
-    shm_dir = os.path.abspath(args.shm_dir if args.shm_dir is not None
-                              else default_shm_dir(environ))
+    shm_dir = shm_dir_of(args, environ)
     domain = None if args.domain is None else check_domain("--domain", args.domain)
     scan = scan_segments(shm_dir, domain)
     removed = failed = kept = 0
@@ -264,7 +241,5 @@ def add_parser(subcommands):
                        help="say what would be removed, remove nothing")
     clean.add_argument("--domain", metavar="NAME",
                        help="only the segments of this GPUPRIO_DOMAIN (default: every domain)")
-    clean.add_argument("--shm-dir", metavar="DIR",
-                       help=f"the GPUPRIO_SHM_DIR to clean (default: $GPUPRIO_SHM_DIR if set, "
-                            f"else {SHM_DIR})")
+    add_shm_dir_option(clean, "to clean")
     clean.set_defaults(handler=command_clean_segments)

@@ -13,8 +13,8 @@ from .doctor_checks import (
     isolation_verdict, nvidia_kernel_driver, version_tuple)
 from .mps import processes_text
 from .run import LIB_NAME
-from .segment_layout import SEGMENT_BYTES, SHM_DIR
-from .segments import default_shm_dir, format_gpu_uuid
+from .segment_layout import SEGMENT_BYTES
+from .segments import add_shm_dir_option, format_gpu_uuid, shm_dir_of
 from .util import UsageError, ascii_text, plural_text, product_version
 
 
@@ -131,8 +131,7 @@ def doctor_mps(doctor, mps):
 def doctor_segments(doctor, args, environ):
     """The segment directory and each segment; the scan (None if the directory is unusable)."""
     try:
-        shm_dir = os.path.abspath(args.shm_dir if args.shm_dir is not None
-                                  else default_shm_dir(environ))
+        shm_dir = shm_dir_of(args, environ)
     except UsageError as e:
         doctor.add("segments", "warning", str(e), "give GPUPRIO_SHM_DIR an absolute path")
         return None
@@ -251,9 +250,7 @@ def add_parser(subcommands):
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.add_argument("--lib", metavar="PATH",
                         help=f"the {LIB_NAME} to check (default: as gpuprio run finds it)")
-    doctor.add_argument("--shm-dir", metavar="DIR",
-                        help=f"the GPUPRIO_SHM_DIR whose segments to check (default: "
-                             f"$GPUPRIO_SHM_DIR if set, else {SHM_DIR})")
+    add_shm_dir_option(doctor, "whose segments to check")
     # Test hook: the driver library to probe instead of libcuda.so.1 (the fake driver, or none).
     doctor.add_argument("--cuda-lib", metavar="PATH", help=argparse.SUPPRESS)
     doctor.set_defaults(handler=command_doctor)

@@ -11,7 +11,6 @@ scrape reads at most --max-segments files and lists at most MAX_DIRECTORY_ENTRIE
 directory. One scrape runs at a time. The metrics are documented in docs/metrics.md.
 """
 
-import argparse
 import errno
 import html
 import http.server
@@ -25,10 +24,10 @@ import threading
 import time
 
 from .run import check_domain
-from .segment_layout import DELAY_BUCKETS, SEGMENT_BYTES, SEGMENT_FILE_NAME, SHM_DIR
+from .segment_layout import DELAY_BUCKETS, SEGMENT_BYTES, SEGMENT_FILE_NAME
 from .segments import (
-    BadSegment, Vanished, default_shm_dir, format_gpu_uuid, own_ids, pid_namespace_inode,
-    priority_or_none, read_segment, segment_directories)
+    BadSegment, Vanished, add_shm_dir_option, format_gpu_uuid, own_ids, pid_namespace_inode,
+    priority_or_none, read_segment, segment_directories, shm_dir_of)
 from .top_report import bucket_upper_us
 from .util import UsageError, product_version
 
@@ -588,9 +587,7 @@ def add_parser(subcommands):
                              f"only; 0.0.0.0 or :: for every interface)")
     parser.add_argument("--port", metavar="N", default=str(DEFAULT_PORT),
                         help=f"TCP port (default {DEFAULT_PORT}; 0: any free port, printed)")
-    parser.add_argument("--shm-dir", metavar="DIR",
-                        help=f"the GPUPRIO_SHM_DIR whose segments to read (default: "
-                             f"$GPUPRIO_SHM_DIR if set, else {SHM_DIR})")
+    add_shm_dir_option(parser, "whose segments to read")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--domain", metavar="NAME",
                        help="only the segments of this GPUPRIO_DOMAIN")
@@ -617,8 +614,7 @@ def command_exporter(args, environ):
     port = whole_number("--port", args.port, 0, 65535)
     max_segments = whole_number("--max-segments", args.max_segments, 1, MAX_SEGMENTS_LIMIT)
     domain = None if args.domain is None else check_domain("--domain", args.domain)
-    shm_dir = os.path.abspath(args.shm_dir if args.shm_dir is not None
-                              else default_shm_dir(environ))
+    shm_dir = shm_dir_of(args, environ)
     exporter = Exporter(shm_dir, domain, max_segments)
     listen = args.listen
     if listen.startswith("[") and listen.endswith("]"):

@@ -10,7 +10,6 @@ arguments, which passes them to the daemon of that pipe directory and prints the
 daemon writes its pid to nvidia-cuda-mps-control.pid in the pipe directory.
 """
 
-import errno
 import json
 import os
 import re

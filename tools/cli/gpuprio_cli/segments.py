@@ -416,17 +416,19 @@ def owned_directories(shm_dir, other_versions=True):
     return directories, ignored + refused
 
 
-def take_sample(shm_dir, domain):
-    """Every segment of this user and its groups in shm_dir (of `domain` if given), read now:
-    {"time_ns", "segments": {"directory/file": segment}, "ignored": [(path, why)]}."""
-    time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # top's own clock, for heartbeats
-    directories, ignored = owned_directories(shm_dir, other_versions=domain is None)
-    segments = {}
+def segment_files(shm_dir, domain, ignored, other_versions=True):
+    """Each segment file in this user's and its groups' directories of shm_dir (of `domain` if
+    given), as (directory path, (scope, owner_id, dir_name, dir_fd, alternate), file name, the
+    name's SEGMENT_FILE_NAME match); the directories stay open until the iteration ends. The
+    directories left out (owned_directories) and those that cannot be listed are appended to
+    ignored as (path, why). UsageError when shm_dir cannot be listed."""
+    directories, left_out = owned_directories(shm_dir, other_versions)
+    ignored += left_out
     try:
-        for scope, owner_id, dir_name, dir_fd, alternate in directories:
-            directory = os.path.join(shm_dir, dir_name)
+        for owned in directories:
+            directory = os.path.join(shm_dir, owned[2])
             try:
-                file_names = sorted(os.listdir(dir_fd))
+                file_names = sorted(os.listdir(owned[3]))
             except OSError as e:
                 ignored.append((directory, f"cannot list it: {e.strerror}"))
                 continue
@@ -434,25 +436,35 @@ def take_sample(shm_dir, domain):
                 match = SEGMENT_FILE_NAME.fullmatch(file_name)
                 if match is None or match[1] in (".", ".."):
                     continue  # not a segment's name: not gpuprio's
-                if domain is not None and match[1] != domain:
-                    continue
-                path = os.path.join(directory, file_name)
-                try:
-                    segment = read_segment(dir_fd, file_name, (scope, owner_id))
-                except Vanished:
-                    continue
-                except BadSegment as bad:
-                    ignored.append((path, bad.why))
-                    continue
-                segment.update({"scope": scope, "owner": owner_id, "domain": match[1],
-                                "uuid": match[2], "path": path, "directory": directory,
-                                "alternate": dir_name if alternate else None})
-                for slot in segment["slots"]:
-                    slot["heartbeat_since_ns"] = time_ns  # top_report carries it on
-                segments[f"{dir_name}/{file_name}"] = segment
+                if domain is None or match[1] == domain:
+                    yield directory, owned, file_name, match
     finally:
-        for _, _, _, dir_fd, _ in directories:
-            os.close(dir_fd)
+        for owned in directories:
+            os.close(owned[3])
+
+
+def take_sample(shm_dir, domain):
+    """Every segment of this user and its groups in shm_dir (of `domain` if given), read now:
+    {"time_ns", "segments": {"directory/file": segment}, "ignored": [(path, why)]}."""
+    time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # top's own clock, for heartbeats
+    segments, ignored = {}, []
+    for directory, owned, file_name, match in segment_files(shm_dir, domain, ignored,
+                                                             other_versions=domain is None):
+        scope, owner_id, dir_name, dir_fd, alternate = owned
+        path = os.path.join(directory, file_name)
+        try:
+            segment = read_segment(dir_fd, file_name, (scope, owner_id))
+        except Vanished:
+            continue
+        except BadSegment as bad:
+            ignored.append((path, bad.why))
+            continue
+        segment.update({"scope": scope, "owner": owner_id, "domain": match[1],
+                        "uuid": match[2], "path": path, "directory": directory,
+                        "alternate": dir_name if alternate else None})
+        for slot in segment["slots"]:
+            slot["heartbeat_since_ns"] = time_ns  # top_report carries it on
+        segments[f"{dir_name}/{file_name}"] = segment
     return {"time_ns": time_ns, "segments": segments, "ignored": ignored}
 
 
@@ -517,6 +529,18 @@ def liveness(slot, own_namespace):
     if proc == "gone":
         return "alive", f"its lock is held, but /proc says of its pid: {detail}"
     return "alive", ""
+
+
+def add_shm_dir_option(parser, what):
+    """--shm-dir DIR, "the GPUPRIO_SHM_DIR WHAT" in its help; shm_dir_of reads it."""
+    parser.add_argument("--shm-dir", metavar="DIR",
+                        help=f"the GPUPRIO_SHM_DIR {what} (default: $GPUPRIO_SHM_DIR if set, "
+                             f"else {SHM_DIR})")
+
+
+def shm_dir_of(args, environ):
+    """--shm-dir, else default_shm_dir(environ), as an absolute path."""
+    return os.path.abspath(args.shm_dir if args.shm_dir is not None else default_shm_dir(environ))
 
 
 def default_shm_dir(environ):

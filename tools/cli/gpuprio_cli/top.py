@@ -14,8 +14,8 @@ import time
 import tty
 
 from .run import check_domain
-from .segment_layout import DELAY_BUCKETS, SHM_DIR
-from .segments import default_shm_dir, take_sample
+from .segment_layout import DELAY_BUCKETS
+from .segments import add_shm_dir_option, shm_dir_of, take_sample
 from .top_report import top_report
 from .util import OutputError, UsageError, ascii_text, plural, write_out
 
@@ -147,9 +147,9 @@ def parse_top_options(args, environ):
         raise UsageError("--watch goes with --json (the table view refreshes by itself)")
     if args.once and args.watch:
         raise UsageError("--once and --watch contradict each other")
-    shm_dir = args.shm_dir if args.shm_dir is not None else default_shm_dir(environ)
+    shm_dir = shm_dir_of(args, environ)
     return {"interval": interval, "iterations": iterations, "domain": domain,
-            "shm_dir": os.path.abspath(shm_dir),
+            "shm_dir": shm_dir,
             "next_shm_dir": os.path.abspath(args.next_shm_dir or shm_dir)}
 
 
@@ -448,9 +448,7 @@ def add_parser(subcommands):
                      help="only the segments of this GPUPRIO_DOMAIN (default: all domains)")
     top.add_argument("--iterations", metavar="N",
                      help="stop after N refreshes (default: until q or Ctrl-C)")
-    top.add_argument("--shm-dir", metavar="DIR",
-                     help=f"the GPUPRIO_SHM_DIR whose segment directories to read (default: "
-                          f"$GPUPRIO_SHM_DIR if set, else {SHM_DIR})")
+    add_shm_dir_option(top, "whose segment directories to read")
     # Test hook: the samples after the first read this directory, so a test can change the
     # counters between two samples without racing top.
     top.add_argument("--next-shm-dir", metavar="DIR", help=argparse.SUPPRESS)

@@ -29,7 +29,6 @@ import errno
 import json
 import os
 import stat
-import sys
 import zlib
 
 from .trace_reader import (
