@@ -50,6 +50,42 @@ def percentile(values, q):
     return v[int(q * (len(v) - 1) + 0.5)]
 
 
+def run_counts(rs):
+    """How a configuration's runs went: {"runs", "ok" (how many), "errors" (of the failed ones)}."""
+    return {"runs": len(rs), "ok": sum(1 for r in rs if r.get("ok")),
+            "errors": [r.get("error") for r in rs if not r.get("ok")]}
+
+
+def first_ok(runs, get):
+    """get(run) of the first ok run where it is not empty, {} when there is none."""
+    return next((get(r) for r in runs if r.get("ok") and get(r)), {})
+
+
+def target(what, value, limit, at_most=False):
+    """A target judged on a value: {"what", "value", "met"}, met None when the value is missing."""
+    met = None if value is None else (value <= limit if at_most else value >= limit)
+    return {"what": what, "value": value, "met": met}
+
+
+def target_state(t):
+    return "no data" if t["met"] is None else ("met" if t["met"] else "MISSED")
+
+
+def header(row, *titles):
+    """A table's header line (the row format filled with the titles) and a rule as long."""
+    hdr = row % titles
+    return [hdr, "-" * len(hdr)]
+
+
+def write_report(rep, text, out_json, out_txt):
+    """The report as JSON into out_json and its table (text) into out_txt."""
+    with open(out_json, "w") as fh:
+        json.dump(rep, fh, indent=1)
+        fh.write("\n")
+    with open(out_txt, "w") as fh:
+        fh.write(text)
+
+
 def read_jsonl(path):
     """The records of a runs.jsonl file, one JSON object a line (blank lines skipped)."""
     runs = []
@@ -268,11 +304,7 @@ def report_main(who, describe, brief, build, text, record=None, commands=None):
         return 0
     runs = read_jsonl(a.runs)
     rep = build(runs)
-    with open(a.out_json, "w") as fh:
-        json.dump(rep, fh, indent=1)
-        fh.write("\n")
-    with open(a.out_txt, "w") as fh:
-        fh.write(text(rep))
+    write_report(rep, text(rep), a.out_json, a.out_txt)
     failed = [r for r in runs if not r.get("gpuprio") and not r.get("ok")]
     for r in failed:
         print("%s: native run failed: %s: %s" % (who, describe(r), r.get("error", "")), file=sys.stderr)

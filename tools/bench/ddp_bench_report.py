@@ -40,8 +40,8 @@ gives it, and the trainer's measured steps span the server's whole measured wind
 import json
 import sys
 
-from bench_stats import (fmt, fmt_spread, js_of, pair_record, pair_record_args, percentile, ratio, report_main,
-                         server_brief, spread)
+from bench_stats import (first_ok, fmt, fmt_spread, header, js_of, pair_record, pair_record_args, percentile, ratio,
+                         report_main, run_counts, server_brief, spread)
 from torch_two_process import read_part
 
 CONFIG_ORDER = ["alone", "ddp-alone", "native", "gpuprio", "gpuprio-b"]
@@ -146,7 +146,7 @@ def build(runs):
         lat = [v for r in good for v in js_of(r, "high").get("latency_ms", [])]
         steps = [v for r in good for v in trainer_steps_ms(r)]
         rows[c] = {
-            "runs": len(rs), "ok": len(good), "errors": [r.get("error") for r in rs if not r.get("ok")],
+            **run_counts(rs),
             "cut_short": sum(1 for r in good if js_of(r, "high").get("cut_short")),
             "requests": len(lat), "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
             "max_ms": max(lat) if lat else None,
@@ -193,8 +193,7 @@ def build(runs):
             "trainer_met": None if tr is None or targets["trainer_min_ratio"] is None else tr >= targets["trainer_min_ratio"],
             "server_met": None if p99 is None else p99 <= SERVER_P99,
         }
-    hj = next((js_of(r, "high") for r in runs if r.get("ok") and js_of(r, "high")), {})
-    lj = next((js_of(r, "low") for r in runs if r.get("ok") and js_of(r, "low")), {})
+    hj, lj = first_ok(runs, lambda r: js_of(r, "high")), first_ok(runs, lambda r: js_of(r, "low"))
     meta = {
         "device": hj.get("device") or lj.get("device"), "torch": hj.get("torch") or lj.get("torch"),
         "server_model": hj.get("model"), "server_impl": hj.get("impl"), "server_dtype": hj.get("dtype"),
@@ -223,6 +222,9 @@ def strip_lists(r):
     return r
 
 
+ROW = "%-10s %5s %5s %7s %7s %6s %6s %-19s %-19s %-21s %6s %-19s %-13s"
+
+
 def verdict(met):
     return "-" if met is None else "met" if met else "NOT met"
 
@@ -246,16 +248,14 @@ def text(rep):
         "baseline, median [min-max] over rounds; steps/s: ddp-alone over its own window, the pairs over the "
         "server's measured window, median [min-max] over rounds; step p50/p99: per-step times of those steps",
     ]
-    hdr = "%-10s %5s %5s %7s %7s %6s %6s %-19s %-19s %-21s %6s %-19s %-13s" % (
-        "config", "ok", "reqs", "p50 ms", "p99 ms", "p50/al", "p99/al", "paired p50/al", "paired p99/al",
-        "trainer steps/s", "/ddp", "paired /ddp", "step p50/p99")
-    lines += [hdr, "-" * len(hdr)]
+    lines += header(ROW, "config", "ok", "reqs", "p50 ms", "p99 ms", "p50/al", "p99/al", "paired p50/al",
+                    "paired p99/al", "trainer steps/s", "/ddp", "paired /ddp", "step p50/p99")
     for c in CONFIG_ORDER:
         row = rep["rows"][c]
         if not row["runs"]:
             continue
         paired = c not in ("alone", "ddp-alone")
-        lines.append("%-10s %5s %5s %7s %7s %6s %6s %-19s %-19s %-21s %6s %-19s %-13s" % (
+        lines.append(ROW % (
             c, "%d/%d" % (row["ok"], row["runs"]), row["requests"] or "-", fmt(row["p50_ms"], ".3f"),
             fmt(row["p99_ms"], ".3f"), fmt(row["p50_vs_alone"], ".2f"), fmt(row["p99_vs_alone"], ".2f"),
             fmt_spread(row["paired_p50_vs_alone"], ".2f") if paired else "-",

@@ -27,7 +27,8 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import sys
 
-from bench_stats import figure_bits, fmt, fmt_spread, ratio, report_main, spread
+from bench_stats import (figure_bits, first_ok, fmt, fmt_spread, header, ratio, report_main, run_counts, spread,
+                         target, target_state)
 
 CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "low-alone-gpuprio", "none", "stream", "gpuprio-off", "gpuprio-active",
                 "gpuprio-always"]
@@ -92,7 +93,7 @@ def brief(r):
 def entry(rs, alone_p50, alone_p99, low_alone):
     ok = [r for r in rs if r.get("ok")]
     return {
-        "runs": len(rs), "ok": len(ok), "errors": [r.get("error") for r in rs if not r.get("ok")],
+        **run_counts(rs),
         "cut_short": sum(1 for r in ok if r.get("cut_short")),
         "releases_done": spread([r.get("releases_done") for r in ok if not r["config"].startswith("low-alone")]),
         "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
@@ -115,13 +116,11 @@ def targets_for(config, e):
     out = []
     isolating = config in ("gpuprio-active", "gpuprio-always") or config.startswith("gpuprio-r")
     if isolating:
-        m = e["low_active_vs_alone"]["median"]
-        out.append({"what": "low while high is active / low alone >= %g" % LOW_ACTIVE_TARGET, "value": m,
-                    "met": None if m is None else m >= LOW_ACTIVE_TARGET})
+        out.append(target("low while high is active / low alone >= %g" % LOW_ACTIVE_TARGET,
+                          e["low_active_vs_alone"]["median"], LOW_ACTIVE_TARGET))
     if (isolating and config != "gpuprio-always") or config == "low-alone-gpuprio":
-        m = e["low_idle_vs_alone"]["median"]
-        out.append({"what": "low while high is idle / low alone >= %g" % LOW_IDLE_TARGET, "value": m,
-                    "met": None if m is None else m >= LOW_IDLE_TARGET})
+        out.append(target("low while high is idle / low alone >= %g" % LOW_IDLE_TARGET,
+                          e["low_idle_vs_alone"]["median"], LOW_IDLE_TARGET))
     return out
 
 
@@ -144,10 +143,10 @@ def build(runs):
             e = entry([r for r in of_l if r["config"] == c], alone_p50, alone_p99, low_alone)
             e["targets"] = targets_for(c, e)
             rows.append({"low_ms": low, "config": c, **e})
-    first = next((r for r in measured if r.get("ok") and not r["config"].startswith("low-alone")), {})
+    first = first_ok(measured, lambda r: not r["config"].startswith("low-alone") and r)
     meta = {k: first.get(k) for k in ("device", "sms", "chain", "high_us", "period_ms", "releases", "warmup",
                                       "driver_version")}
-    lowrun = next((r for r in runs if r.get("ok") and r["config"] not in NO_LOW), {})
+    lowrun = first_ok(runs, lambda r: r["config"] not in NO_LOW and r)
     meta.update({k: lowrun.get(k) for k in ("idle_tail_s", "tail_skip_s", "low_batch", "low_blocks_per_sm", "low_threads", "low_fill",
                                             "low_smem_per_block", "low_resident_blocks_per_sm")})
     cal = next((r for r in runs if r["config"] == "calibrate"), None)
@@ -174,9 +173,8 @@ def text(rep):
         "values: median over rounds [min-max]; p99/alone against the median p99 of the native alone runs "
         "(%s ms); low rates (timed by completions) against low alone of the same L" % fmt(rep["alone_p99_ms"], ".3f"),
     ]
-    hdr = ROW % ("L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low act/alone", "low idle/alone",
-                 "green", "confined")
-    lines += [hdr, "-" * len(hdr)]
+    lines += header(ROW, "L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low act/alone",
+                    "low idle/alone", "green", "confined")
     for row in rep["rows"]:
         if not row["runs"]:
             continue
@@ -202,9 +200,8 @@ def text(rep):
     lines += ["", "targets (medians over rounds):"]
     for row in rep["rows"]:
         for t in row.get("targets", []):
-            state = "no data" if t["met"] is None else ("met" if t["met"] else "MISSED")
             lines.append("  L=%-5s %-15s %-44s %8s  %s" % (format(row["low_ms"], "g"), row["config"], t["what"],
-                                                            fmt(t["value"], ".3f"), state))
+                                                            fmt(t["value"], ".3f"), target_state(t)))
     return "\n".join(lines) + "\n"
 
 

@@ -10,11 +10,9 @@ run succeeded (other modes may fail: that is recorded, not an error).
 """
 
 import argparse
-import json
-import statistics
 import sys
 
-from bench_stats import fmt as f, ratio, read_jsonl
+from bench_stats import fmt as f, header, ratio, read_jsonl, spread, write_report
 
 METRICS = ["launches_per_s", "call_us_mean", "call_us_p50", "call_us_p99"]
 MODES = ["native", "passthrough", "schedule", "sched-nocoord", "deferred", "sched-low", "sched-trace"]
@@ -42,7 +40,7 @@ def main():
              "errors": sorted({(r.get("error") or f"rc={r.get('rc')}").strip() for r in rs if not r.get("ok")})}
         for m in METRICS:
             vals = [r[m] for r in good if m in r]
-            c[m + "_median"] = statistics.median(vals) if vals else None
+            c[m + "_median"] = spread(vals)["median"]
             c[m + "_all"] = vals
         configs.append(c)
 
@@ -57,17 +55,13 @@ def main():
     device = next((r.get("device") for r in runs if r.get("device")), None)
     result = {"bench": "launch_rate", "launches_per_thread": a.launches, "reps": a.reps,
               "native_all_ok": native_ok, "configs": configs, "runs": runs}
-    with open(a.out_json, "w") as fh:
-        json.dump(result, fh, indent=1)
 
     lines = [f"empty-kernel launch benchmark: {a.launches} launches per thread, median of {a.reps} interleaved runs"
              + (f", {device}" if device else ""),
              "rate = launches/s over all threads incl. final stream sync; call = client-side time per launch call "
              "(mean, and p50/p99 over batches of 32 calls); x = ratio against native of the same run", ""]
-    hdr = (f"{'threads':>7} {'api':8} {'mode':12} {'ok':>5} {'launches/s':>12} {'x':>6} {'call mean us':>12} {'x':>6} "
-           f"{'p50 us':>8} {'p99 us':>8} {'x p99':>6}  errors")
-    lines.append(hdr)
-    lines.append("-" * len(hdr))
+    lines += header("%7s %-8s %-12s %5s %12s %6s %12s %6s %8s %8s %6s  %s", "threads", "api", "mode", "ok", "launches/s",
+                    "x", "call mean us", "x", "p50 us", "p99 us", "x p99", "errors")
     for c in configs:
         rt = c["ratio_vs_native"]
         lines.append(
@@ -79,8 +73,7 @@ def main():
     if not native_ok:
         lines.append("")
         lines.append("FAIL: a native run failed (see launch_bench.json, runs[].stderr_tail)")
-    with open(a.out_txt, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_report(result, "\n".join(lines) + "\n", a.out_json, a.out_txt)
     return 0 if native_ok else 1
 
 

@@ -17,58 +17,59 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:?usage: run_hold_bench.sh OUT [ROUNDS]}"
-rounds="${2:-3}"
+ROUNDS="${2:-3}"
 lib="${LIB:-$repo/.gpu/libgpuprio.so}"
-lib_b="${LIB_B:-$repo/.gpu/libgpuprio_b.so}"
+[[ -z "${LIB_B:-}" && -f "$repo/.gpu/libgpuprio_b.so" ]] && LIB_B="$repo/.gpu/libgpuprio_b.so"
 probe="$repo/.gpu/hold_probe"
 kernel_us="${KERNEL_US:-2000000}"
 [[ -x "$probe" ]] || { echo "run_hold_bench: $probe missing (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
 [[ -f "$lib" ]] || { echo "run_hold_bench: $lib missing" >&2; exit 1; }
 mkdir -p "$out/runs"
-configs=(native gpuprio alone)
-[[ -f "$lib_b" ]] && configs=(native gpuprio gpuprio-b alone)
-runs="$out/hold_runs.txt"
-: >"$runs"
+work="$out/runs"
+py=python3
+say() { printf 'run_hold_bench: %s\n' "$*"; }
+# rounds, gpuprio_env, b_env; run_library, run_rounds, read_configs.
+source "$repo/tools/bench/bench_runs.sh"
+read_configs run_hold_bench CONFIGS "native gpuprio ${LIB_B:+gpuprio-b }alone" native gpuprio gpuprio-b alone
+hold_runs="$out/hold_runs.txt"
+: >"$hold_runs"
 failed=0
 
-run_one() {  # CONFIG ROUND
-  local cfg="$1" round="$2" tag="$1_r$2"
-  local shm="$out/shm_$tag" ready="$out/runs/$tag.ready"
+run_one() {  # ROUND CONFIG
+  local round="$1" cfg="$2" tag="$2_r$1"
+  local shm="$out/shm_$tag" ready="$work/$tag.ready"
   mkdir -p "$shm"
   rm -f "$ready" "$ready.low"
   local -a high_env=() low_env=()
-  case "$cfg" in
-    native) ;;
-    gpuprio|alone) high_env=(LD_PRELOAD="$lib" GPUPRIO_PRIORITY=high GPUPRIO_SHM_DIR="$shm")
-                   low_env=(LD_PRELOAD="$lib" GPUPRIO_PRIORITY=low GPUPRIO_MAX_HOLD_MS=0 GPUPRIO_SHM_DIR="$shm") ;;
-    gpuprio-b) high_env=(LD_PRELOAD="$lib_b" GPUPRIO_PRIORITY=high GPUPRIO_SHM_DIR="$shm")
-               low_env=(LD_PRELOAD="$lib_b" GPUPRIO_PRIORITY=low GPUPRIO_MAX_HOLD_MS=0 GPUPRIO_SHM_DIR="$shm") ;;
-  esac
-  env "${high_env[@]}" "$probe" high "$ready" "$kernel_us" >"$out/runs/$tag.high" 2>"$out/runs/$tag.high.err" &
+  if [[ "$cfg" != native ]]; then
+    run_library "$cfg"
+    high_env=("${run_env[@]}" LD_PRELOAD="$run_lib" GPUPRIO_PRIORITY=high GPUPRIO_SHM_DIR="$shm")
+    low_env=("${run_env[@]}" LD_PRELOAD="$run_lib" GPUPRIO_PRIORITY=low GPUPRIO_MAX_HOLD_MS=0 GPUPRIO_SHM_DIR="$shm")
+  fi
+  env "${high_env[@]}" "$probe" high "$ready" "$kernel_us" >"$work/$tag.high" 2>"$work/$tag.high.err" &
   local high_pid=$!
   local low_rc=0 high_rc=0
   if [[ "$cfg" == alone ]]; then
     touch "$ready.low"
   else
-    env "${low_env[@]}" "$probe" low "$ready" >"$out/runs/$tag.low" 2>"$out/runs/$tag.low.err" || low_rc=$?
+    env "${low_env[@]}" "$probe" low "$ready" >"$work/$tag.low" 2>"$work/$tag.low.err" || low_rc=$?
   fi
   wait "$high_pid" || high_rc=$?
-  printf '%s %s high rc=%s %s\n' "$cfg" "$round" "$high_rc" "$(cat "$out/runs/$tag.high")" >>"$runs"
+  printf '%s %s high rc=%s %s\n' "$cfg" "$round" "$high_rc" "$(cat "$work/$tag.high")" >>"$hold_runs"
   if [[ "$cfg" != alone ]]; then
-    printf '%s %s low rc=%s %s\n' "$cfg" "$round" "$low_rc" "$(cat "$out/runs/$tag.low")" >>"$runs"
+    printf '%s %s low rc=%s %s\n' "$cfg" "$round" "$low_rc" "$(cat "$work/$tag.low")" >>"$hold_runs"
   fi
   ((high_rc == 0 && low_rc == 0)) || failed=1
   rm -rf "$shm" "$ready" "$ready.low"
-  echo "run_hold_bench: $tag high rc=$high_rc low rc=$low_rc"
+  say "$tag high rc=$high_rc low rc=$low_rc"
 }
 
-for ((r = 1; r <= rounds; ++r)); do
-  n=${#configs[@]}
-  for ((i = 0; i < n; ++i)); do run_one "${configs[$(((i + r - 1) % n))]}" "$r"; done
-done
+run_rounds run_one "${configs[@]}"
 
-python3 - "$runs" "$kernel_us" >"$out/hold_bench.txt" <<'PY'
-import re, statistics, sys
+python3 - "$hold_runs" "$kernel_us" "$repo/tools/bench" >"$out/hold_bench.txt" <<'PY'
+import re, sys
+sys.path.insert(0, sys.argv[3])
+from bench_stats import spread
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
@@ -78,9 +79,8 @@ for line in open(sys.argv[1]):
     cpu, wall, start, end = map(int, m.groups())
     rows.setdefault((f[0], int(f[1])), {})[f[2]] = (cpu, wall, start, end)
 def fmt(values, unit):
-    if not values:
-        return "-"
-    return "%.1f [%.1f-%.1f] %s" % (statistics.median(values), min(values), max(values), unit)
+    s = spread(values)
+    return "-" if not s["n"] else "%.1f [%.1f-%.1f] %s" % (s["median"], s["min"], s["max"], unit)
 print("hold bench: a high process's %s us kernel, a low process's 10 us kernel held behind it "
       "(GPUPRIO_MAX_HOLD_MS=0); median [min-max] over rounds" % sys.argv[2])
 print("%-10s %-28s %-28s %-30s" % ("config", "low CPU ms per held s", "high CPU ms per s",

@@ -27,8 +27,8 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import sys
 
-from bench_stats import (figure_bits, fmt, fmt_spread, js_of, pair_record, pair_record_args, process_part, ratio,
-                         report_main, spread)
+from bench_stats import (figure_bits, first_ok, fmt, fmt_spread, header, js_of, pair_record, pair_record_args,
+                         process_part, ratio, report_main, run_counts, spread, target, target_state)
 
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
 # PAIR_CONFIGS in run_two_process_bench.sh) runs the high process natively beside a low process
@@ -78,7 +78,7 @@ def high_js(r):
 
 
 def low_js(r):
-    return (r.get("low") or {}).get("json") or {}
+    return js_of(r, "low")
 
 
 def fig(r, key):
@@ -117,9 +117,7 @@ def brief(rec):
 def config_entry(rs, alone_p50, alone_p99, low_alone, expected_low):
     """Medians and spreads over the runs of one configuration (one L, or the alone runs)."""
     return {
-        "runs": len(rs),
-        "ok": sum(1 for r in rs if r.get("ok")),
-        "errors": [r.get("error") for r in rs if not r.get("ok")],
+        **run_counts(rs),
         "cut_short": sum(1 for r in rs if r.get("ok") and high_js(r).get("cut_short")),
         "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
         "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
@@ -158,22 +156,18 @@ def build(runs):
         else:
             limit = next((v for k, v in P99_TARGETS.items() if abs(k - low) < 1e-9), None)
         if limit is not None:
-            m = gp["p99_vs_alone"]["median"]
-            targets.append({"what": "gpuprio high p99 / alone <= %g" % limit, "value": m,
-                            "met": None if m is None else m <= limit})
+            targets.append(target("gpuprio high p99 / alone <= %g" % limit, gp["p99_vs_alone"]["median"], limit,
+                                  at_most=True))
         if mps:
-            m = gp["low_vs_low_alone"]["median"]
-            targets.append({"what": "gpuprio low / low alone >= %g" % MPS_LOW_TARGET, "value": m,
-                            "met": None if m is None else m >= MPS_LOW_TARGET})
+            targets.append(target("gpuprio low / low alone >= %g" % MPS_LOW_TARGET, gp["low_vs_low_alone"]["median"],
+                                  MPS_LOW_TARGET))
         else:
-            m = gp["low_vs_expected"]["median"]
-            targets.append({"what": "gpuprio low >= %d%% of low alone x (1 - busy)" % round(LOW_TARGET * 100),
-                            "value": m, "met": None if m is None else m >= LOW_TARGET})
+            targets.append(target("gpuprio low >= %d%% of low alone x (1 - busy)" % round(LOW_TARGET * 100),
+                                  gp["low_vs_expected"]["median"], LOW_TARGET))
         g["targets"] = targets
         groups.append(g)
 
-    first_high = next((high_js(r) for r in runs if r.get("ok") and high_js(r)), {})
-    first_low = next((low_js(r) for r in runs if r.get("ok") and low_js(r)), {})
+    first_high, first_low = first_ok(runs, high_js), first_ok(runs, low_js)
     meta = {k: first_high.get(k) for k in ("device", "sms", "chain", "high_us", "period_ms", "releases", "warmup",
                                            "driver_version")}
     meta.update({k: first_low.get(k) for k in ("low_batch", "low_blocks_per_sm", "low_threads", "low_fill",
@@ -221,10 +215,8 @@ def text(rep):
                  % (fmt_spread(c, ".3f"), m["period_ms"], fmt(rep["busy_share"], ".3f")))
     lines.append("values: median over rounds [min-max]; p99/alone against the median p99 of all alone runs; "
                  "low against low alone of the same L, and against low alone x (1 - busy)")
-    hdr = ROW % ("L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low kernels/s", "low/low-alone",
-                 "low/(al*(1-busy))")
-    lines.append(hdr)
-    lines.append("-" * len(hdr))
+    lines += header(ROW, "L(ms)", "config", "ok", "p50 (ms)", "p99 (ms)", "p99/alone", "low kernels/s",
+                    "low/low-alone", "low/(al*(1-busy))")
 
     def add(label, cfg, e):
         if not e["runs"]:
@@ -244,8 +236,8 @@ def text(rep):
     lines.append("targets (gpuprio, medians over rounds):")
     for g in rep["groups"]:
         for t in g["targets"]:
-            state = "no data" if t["met"] is None else ("met" if t["met"] else "MISSED")
-            lines.append("  L=%-5s %-46s %8s  %s" % (format(g["low_ms"], "g"), t["what"], fmt(t["value"], ".3f"), state))
+            lines.append("  L=%-5s %-46s %8s  %s" % (format(g["low_ms"], "g"), t["what"], fmt(t["value"], ".3f"),
+                                                     target_state(t)))
     return "\n".join(lines) + "\n"
 
 
