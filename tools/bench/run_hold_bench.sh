@@ -7,7 +7,8 @@
 #
 #   bash tools/bench/run_hold_bench.sh OUT [ROUNDS]      (default 3 rounds)
 #
-# Configurations, interleaved and rotated per round: native (no gpuprio: the low kernel is not
+# Configurations (CONFIGS picks some), interleaved and rotated per round by bench_runs.sh, whose
+# BENCH_GPUPRIO_ENV and B_ENV add settings to the gpuprio processes: native (no gpuprio: the low kernel is not
 # held, it time-slices beside the high one), gpuprio (LIB, default .gpu/libgpuprio.so), gpuprio-b
 # (LIB_B, default .gpu/libgpuprio_b.so, when it exists: another build, an A/B comparison), and
 # alone (the high process under gpuprio with no peer: its CPU without anyone to hold). Needs

@@ -18,6 +18,13 @@
 # start is one fork of this script's shell and one exec, the same in both variants.
 set -euo pipefail
 
+bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/startup_bench.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+py="${PYTHON:-python3}"
+say() { printf 'startup_bench: %s\n' "$*"; }
+# rotated: each round's order of the variants.
+source "$bench/bench_runs.sh"
 lib="bazel-bin/hook/libgpuprio.so"
 n=300
 rounds=5
@@ -68,9 +75,9 @@ declare -A costs=()  # command -> per-start costs (us) of each round, space-sepa
 for ((r = 1; r <= rounds; r++)); do
   for command in "${commands[@]}"; do
     read -ra argv <<<"$command"
-    if ((r % 2)); then order=(native preloaded); else order=(preloaded native); fi
+    rotated "$r" native preloaded
     declare -A ns=()
-    for variant in "${order[@]}"; do
+    for variant in "${rotated[@]}"; do
       ns[$variant]="$(run_starts "$variant" "${argv[@]}")"
       raw+=$'\n'"$(awk -v r="$r" -v c="$command" -v v="$variant" -v n="$n" -v t="${ns[$variant]}" \
         'BEGIN { printf "%d\t%s\t%s\t%d\t%.1f\t%.1f", r, c, v, n, t / 1e6, t / n / 1e3 }')"
@@ -89,13 +96,14 @@ echo "$raw" | column -t -s $'\t'
 echo
 printf '%-12s %-40s %9s %9s %9s %9s\n' command "cost per start, each round (us)" median min max spread
 for command in "${commands[@]}"; do
-  # shellcheck disable=SC2086  # the costs are space-separated numbers
-  printf '%s\n' ${costs[$command]} | sort -g | awk -v c="$command" -v all="${costs[$command]}" '
-    { v[NR] = $1 }
-    END {
-      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-      printf "%-12s %-40s %9.1f %9.1f %9.1f %9.1f\n", c, all, m, v[1], v[NR], v[NR] - v[1]
-    }'
+  "$py" - "$bench" "$command" "${costs[$command]}" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from bench_stats import spread
+s = spread([float(v) for v in sys.argv[3].split()])
+print("%-12s %-40s %9.1f %9.1f %9.1f %9.1f" % (sys.argv[2], sys.argv[3], s["median"], s["min"], s["max"],
+                                              s["max"] - s["min"]))
+PY
 done
 if [[ -n "$out" ]]; then
   echo "$raw" >"$out"
