@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # The run matrix the table runners share (run_interference_bench.sh, run_two_process_bench.sh,
-# run_torch_bench.sh, run_ddp_bench.sh): the configurations asked for, rounds in rotated order, when
-# a run is skipped, a run's record, .gpu/interference's common settings and calibration, and the
-# table at the end. `source` it after tests/gpu/gpu_run_args.sh
-# (it uses say, py, work and out). Sets
+# run_torch_bench.sh, run_ddp_bench.sh; run_hold_bench.sh and startup_bench.sh take their rounds from
+# it too): the configurations asked for, rounds in rotated order, when a run is skipped, a run's
+# record, .gpu/interference's common settings and calibration, and the table at the end. `source`
+# it after tests/gpu/gpu_run_args.sh, or after setting what it uses: say, py, work and out. Sets
 #   rounds            ROUNDS (3)
 #   gpuprio_env       BENCH_GPUPRIO_ENV as an array: more VAR=VALUE for every gpuprio run or process,
 #                     e.g. "GPUPRIO_COORDINATE=0" or "GPUPRIO_BUDGET_US=500"

@@ -56,6 +56,16 @@ def run_counts(rs):
             "errors": [r.get("error") for r in rs if not r.get("ok")]}
 
 
+def chain_spreads(rs, fig, alone_p50, alone_p99):
+    """The high chain's figures over rounds: p50, p99 and max (ms) from fig(run, key), and p50 and
+    p99 over the alone baselines."""
+    return {"high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
+            "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
+            "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
+            "p50_vs_alone": spread([ratio(fig(r, "high_p50_ms"), alone_p50) for r in rs]),
+            "p99_vs_alone": spread([ratio(fig(r, "high_p99_ms"), alone_p99) for r in rs])}
+
+
 def first_ok(runs, get):
     """get(run) of the first ok run where it is not empty, {} when there is none."""
     return next((get(r) for r in runs if r.get("ok") and get(r)), {})

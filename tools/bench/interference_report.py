@@ -27,8 +27,8 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import sys
 
-from bench_stats import (figure_bits, first_ok, fmt, fmt_spread, header, ratio, report_main, run_counts, spread,
-                         target, target_state)
+from bench_stats import (chain_spreads, figure_bits, first_ok, fmt, fmt_spread, header, ratio, report_main, run_counts,
+                         spread, target, target_state)
 
 CONFIG_ORDER = ["alone", "alone-gpuprio", "low-alone", "low-alone-gpuprio", "none", "stream", "gpuprio-off", "gpuprio-active",
                 "gpuprio-always"]
@@ -96,11 +96,7 @@ def entry(rs, alone_p50, alone_p99, low_alone):
         **run_counts(rs),
         "cut_short": sum(1 for r in ok if r.get("cut_short")),
         "releases_done": spread([r.get("releases_done") for r in ok if not r["config"].startswith("low-alone")]),
-        "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
-        "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
-        "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
-        "p50_vs_alone": spread([ratio(fig(r, "high_p50_ms"), alone_p50) for r in rs]),
-        "p99_vs_alone": spread([ratio(fig(r, "high_p99_ms"), alone_p99) for r in rs]),
+        **chain_spreads(rs, fig, alone_p50, alone_p99),
         "low_active_per_s": spread([fig(r, "low_active_per_s") for r in rs]),
         "low_idle_per_s": spread([fig(r, "low_idle_per_s") for r in rs]),
         "low_alone_per_s": spread([fig(r, "low_alone_per_s") for r in rs]),

@@ -27,7 +27,7 @@ Exit 0 when every native run succeeded (a gpuprio run may fail: that is recorded
 
 import sys
 
-from bench_stats import (figure_bits, first_ok, fmt, fmt_spread, header, js_of, pair_record, pair_record_args,
+from bench_stats import (chain_spreads, figure_bits, first_ok, fmt, fmt_spread, header, js_of, pair_record, pair_record_args,
                          process_part, ratio, report_main, run_counts, spread, target, target_state)
 
 # Per L; "alone" and "alone-gpuprio" have no L. "gpuprio-low" (a diagnosis, only when asked for:
@@ -119,11 +119,7 @@ def config_entry(rs, alone_p50, alone_p99, low_alone, expected_low):
     return {
         **run_counts(rs),
         "cut_short": sum(1 for r in rs if r.get("ok") and high_js(r).get("cut_short")),
-        "high_p50_ms": spread([fig(r, "high_p50_ms") for r in rs]),
-        "high_p99_ms": spread([fig(r, "high_p99_ms") for r in rs]),
-        "high_max_ms": spread([fig(r, "high_max_ms") for r in rs]),
-        "p50_vs_alone": spread([ratio(fig(r, "high_p50_ms"), alone_p50) for r in rs]),
-        "p99_vs_alone": spread([ratio(fig(r, "high_p99_ms"), alone_p99) for r in rs]),
+        **chain_spreads(rs, fig, alone_p50, alone_p99),
         "low_per_s": spread([fig(r, "low_per_s") for r in rs]),
         "low_vs_low_alone": spread([ratio(fig(r, "low_per_s"), low_alone) for r in rs]),
         "low_vs_expected": spread([ratio(fig(r, "low_per_s"), expected_low) for r in rs

@@ -32,7 +32,7 @@ import stat
 import zlib
 
 from .trace_reader import (
-    MAX_INPUT_MB, MAX_MEMORY_MB, READ_BYTES, BadField, describe, micros_field, open_trace)
+    READ_BYTES, BadField, add_limit_options, describe, micros_field, open_trace)
 from .trace_summarize import GPU_PID_BASE, Summary, read_trace
 from .util import UsageError
 
@@ -518,10 +518,6 @@ def add_parser(trace_commands):
                               help="traces written by gpuprio, plain or gzipped")
     merge_parser.add_argument("-o", "--output", required=True, metavar="OUTPUT",
                               help="the merged trace (.json or .json.gz)")
-    merge_parser.add_argument("--max-input-mb", type=int, default=MAX_INPUT_MB, metavar="N",
-                              help=f"refuse an input of more than N MiB of JSON once "
-                                   f"decompressed (default {MAX_INPUT_MB}; 0: no limit)")
-    merge_parser.add_argument("--max-memory-mb", type=int, default=MAX_MEMORY_MB, metavar="N",
-                              help=f"refuse an input whose checks keep more than about N MiB "
-                                   f"(default {MAX_MEMORY_MB}; 0: no limit)")
+    add_limit_options(merge_parser, "refuse an input of more than N MiB of JSON once decompressed",
+                      "refuse an input whose checks keep more than about N MiB")
     merge_parser.set_defaults(handler=command_trace_merge)

@@ -46,6 +46,15 @@ class BadField(Exception):
         self.problem = problem  # "is missing", "is a string '3', not a number", ...
 
 
+def add_limit_options(parser, input_help, memory_help):
+    """--max-input-mb N and --max-memory-mb N (defaults MAX_INPUT_MB and MAX_MEMORY_MB), each help
+    text followed by its default."""
+    parser.add_argument("--max-input-mb", type=int, default=MAX_INPUT_MB, metavar="N",
+                        help=f"{input_help} (default {MAX_INPUT_MB}; 0: no limit)")
+    parser.add_argument("--max-memory-mb", type=int, default=MAX_MEMORY_MB, metavar="N",
+                        help=f"{memory_help} (default {MAX_MEMORY_MB}; 0: no limit)")
+
+
 def describe(value):
     """A JSON value in a few words, for error messages: never all of a long or nested value."""
     if value is None:

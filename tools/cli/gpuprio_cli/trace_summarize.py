@@ -10,8 +10,8 @@ import signal
 import sys
 
 from .trace_reader import (
-    MAX_INPUT_MB, MAX_MEMORY_MB, MAX_VALUE_MB, BadField, JsonReader, MiB, TraceText, bool_field,
-    describe, integer_field, micros_field, string_field)
+    MAX_VALUE_MB, BadField, JsonReader, MiB, TraceText, add_limit_options, bool_field, describe,
+    integer_field, micros_field, string_field)
 from .util import UsageError, ascii_text, printable
 
 
@@ -522,14 +522,10 @@ def add_parser(trace_commands):
                                        "table (columns: " + ",".join(CSV_COLUMNS) + ")")
     summarize_parser.add_argument("--json", action="store_true",
                                   help="the same as --format json")
-    summarize_parser.add_argument(
-        "--max-input-mb", type=int, default=MAX_INPUT_MB, metavar="N",
-        help=f"refuse a trace of more than N MiB of JSON, counted as it is decompressed, so "
-             f"that a small gzip file cannot expand without end (default {MAX_INPUT_MB}; 0: no "
-             f"limit)")
-    summarize_parser.add_argument(
-        "--max-memory-mb", type=int, default=MAX_MEMORY_MB, metavar="N",
-        help=f"refuse a trace whose summary would keep more than about N MiB, some {OP_BYTES} "
-             f"bytes per op plus the kernel and API names (default {MAX_MEMORY_MB}; 0: no "
-             f"limit)")
+    add_limit_options(
+        summarize_parser,
+        "refuse a trace of more than N MiB of JSON, counted as it is decompressed, so that a small "
+        "gzip file cannot expand without end",
+        f"refuse a trace whose summary would keep more than about N MiB, some {OP_BYTES} bytes per "
+        "op plus the kernel and API names")
     summarize_parser.set_defaults(handler=command_trace_summarize)
