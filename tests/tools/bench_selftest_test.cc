@@ -1,5 +1,5 @@
 // Runs the benchmark runners' self-tests (tests/tools/two_process_selftest.py,
-// interference_selftest.py and ddp_bench_selftest.py: the record and report code on synthetic results, and the runners end
+// interference_selftest.py, ddp_bench_selftest.py and torch_pairs_selftest.py: the record and report code on synthetic results, and the runners end
 // to end with stand-ins for the CUDA programs, for --mps for nvidia-cuda-mps-control, and for
 // run_torch_bench.sh --threads for torch and the gpuprio Python helper) in CI, so the scripts whose
 // tables docs/benchmarks.md reports keep working without a GPU.
@@ -23,6 +23,11 @@ void RunSelftest(const char* path) {
 
 TEST_CASE("The two-process benchmarks' records and reports", "[tools][bench]") {
   RunSelftest("tests/tools/two_process_selftest.py");
+}
+
+TEST_CASE("The PyTorch pairs' pure parts and runner, and the MPS cost benchmark's runner and report",
+          "[tools][bench]") {
+  RunSelftest("tests/tools/torch_pairs_selftest.py");
 }
 
 TEST_CASE("The two-GPU DDP benchmark's runner, records and report", "[tools][bench]") {
