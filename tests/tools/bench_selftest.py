@@ -1,6 +1,6 @@
 """What the benchmark self-tests (two_process_selftest.py, interference_selftest.py,
 ddp_bench_selftest.py) share: check() and the 'N passed, N failed' summary, the scratch tree the
-runners run in (the scripts as they are here, with stand-ins for the CUDA programs), the stand-in
+runners run in (the scripts as they are in tools/bench, with stand-ins for the CUDA programs), the stand-in
 for nvidia-cuda-mps-control and the check each stand-in process makes of the MPS daemon, the bin/
 that puts the stand-ins first in PATH, and the runner's environment."""
 
@@ -72,7 +72,7 @@ def write_program(path, text):
 
 
 def scratch_tree(d, gpu_programs):
-    """The runners as they are here, in a tree of their own (d/repo, returned): tools/bench,
+    """The runners as they are in tools/bench, in a tree of their own (d/repo, returned): tools/bench,
     tests/gpu/gpu_run_args.sh, and .gpu/ with an empty libgpuprio.so and a stand-in (write_program)
     for each of gpu_programs (name -> text)."""
     root = os.path.join(d, "repo")
