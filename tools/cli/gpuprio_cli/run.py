@@ -248,39 +248,32 @@ def command_env(args, environ):
 
 def add_config_options(parser):
     group = parser.add_argument_group("gpuprio settings (unset ones keep the environment's value)")
-    group.add_argument(
-        "--priority", metavar="P",
-        help="process default priority: low, normal, high or an integer in "
-             f"[{PRIORITY_MIN}, {PRIORITY_MAX}], larger = more important (GPUPRIO_PRIORITY)")
-    group.add_argument("--mode", metavar="M",
-                       help="schedule, passthrough or off (GPUPRIO_MODE)")
-    group.add_argument("--log", metavar="L",
-                       help="error, warning, info or debug (GPUPRIO_LOG)")
-    group.add_argument(
-        "--budget-us", metavar="N",
-        help="in-flight budget of lower priorities, microseconds of estimated GPU time "
-             f"(GPUPRIO_BUDGET_US{library_default('GPUPRIO_BUDGET_US')})")
-    group.add_argument("--trace", metavar="FILE",
-                       help="write a Chrome trace to FILE (GPUPRIO_TRACE)")
-    group.add_argument(
-        "--domain", metavar="NAME",
-        help="coordinate only with processes of this domain: 1 to 64 of A-Z a-z 0-9 _ . - "
-             f"(GPUPRIO_DOMAIN{library_default('GPUPRIO_DOMAIN', quote=True)})")
-    group.add_argument(
-        "--isolation", metavar="I",
-        help="spatial isolation: active, always, off or force "
-             f"(GPUPRIO_ISOLATION{library_default('GPUPRIO_ISOLATION')})")
-    group.add_argument(
-        "--reserved-sms", metavar="N",
-        help="SMs kept free for more important work while lower work is confined, an integer "
+    for flag, metavar, text in (
+            ("--priority", "P",
+             "process default priority: low, normal, high or an integer in "
+             f"[{PRIORITY_MIN}, {PRIORITY_MAX}], larger = more important (GPUPRIO_PRIORITY)"),
+            ("--mode", "M", "schedule, passthrough or off (GPUPRIO_MODE)"),
+            ("--log", "L", "error, warning, info or debug (GPUPRIO_LOG)"),
+            ("--budget-us", "N",
+             "in-flight budget of lower priorities, microseconds of estimated GPU time "
+             f"(GPUPRIO_BUDGET_US{library_default('GPUPRIO_BUDGET_US')})"),
+            ("--trace", "FILE", "write a Chrome trace to FILE (GPUPRIO_TRACE)"),
+            ("--domain", "NAME",
+             "coordinate only with processes of this domain: 1 to 64 of A-Z a-z 0-9 _ . - "
+             f"(GPUPRIO_DOMAIN{library_default('GPUPRIO_DOMAIN', quote=True)})"),
+            ("--isolation", "I",
+             "spatial isolation: active, always, off or force "
+             f"(GPUPRIO_ISOLATION{library_default('GPUPRIO_ISOLATION')})"),
+            ("--reserved-sms", "N",
+             "SMs kept free for more important work while lower work is confined, an integer "
              f"{table_range('GPUPRIO_RESERVED_SMS')}; 0 turns isolation off "
              f"(GPUPRIO_RESERVED_SMS{library_default('GPUPRIO_RESERVED_SMS')}: at least that "
              "many stay free, as the confined part is rounded down to the device's split "
-             "granularity, so 20 on an H100 with 16)")
-    group.add_argument(
-        "--lib", metavar="PATH",
-        help=f"{LIB_NAME} to preload (default: $GPUPRIO_LIB, else the Bazel build tree, "
-             "else lib/ beside this script, else beside it)")
+             "granularity, so 20 on an H100 with 16)"),
+            ("--lib", "PATH",
+             f"{LIB_NAME} to preload (default: $GPUPRIO_LIB, else the Bazel build tree, "
+             "else lib/ beside this script, else beside it)")):
+        group.add_argument(flag, metavar=metavar, help=text)
 
 
 def add_parsers(subcommands):
