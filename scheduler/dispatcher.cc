@@ -18,7 +18,6 @@
 #include "scheduler/base/clock.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
-#include "scheduler/op_pool.h"
 
 namespace gpuprio::scheduler {
 
@@ -62,13 +61,14 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       options_(options),
       levels_(levels),
       observer_(observer),
-      observer_wants_timings_(observer != nullptr && observer->WantsTimings()),
       coordinator_(std::move(coordinator)),
-      directory_(directory),
       parking_(&Dispatcher::WakePeerWord, this),
       placement_(device, driver, options.reserved_sms, &record_mu_),
+      accounting_(device, options, levels, observer),
       estimates_(options.default_estimate_ns),
-      tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this) {
+      tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this),
+      issuer_(device, driver, options, levels, observer, coordinator_.get(), directory, &queued_,
+              &estimates_, &tracker_, &placement_, &accounting_) {
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
   }
@@ -184,7 +184,7 @@ void Dispatcher::AdoptDirectWork(bool peers_held) {
     q.direct_uncovered = true;
     SetContext(s->context);
     q.in_flight.push_back({priority, 0, nullptr, now, false, nullptr, false});
-    AdjustInFlight(priority, +1, 0);
+    accounting_.AdjustInFlight(priority, +1, 0);
     tracker_.Track(&q);
     // Each round adopts what clients issued since the last: while work is held back that is
     // thousands of rounds a second, and a mark each would be recorded on the stream its client
@@ -501,7 +501,9 @@ void Dispatcher::SpinForWork(uint64_t duration_ns) {
   }
 }
 
-int Dispatcher::HighestLocalActive() const { return PeerPublisher::HighestActive(counts_); }
+int Dispatcher::HighestLocalActive() const {
+  return PeerPublisher::HighestActive(accounting_.levels());
+}
 
 void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   const IsolationReport isolation = placement_.Report();
@@ -511,7 +513,7 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   // work before it decrements direct_in_progress_; this reads them in that order after the
   // withdrawal (all seq_cst).
   peer_publisher_->Publish(
-      now_ns, held, counts_,
+      now_ns, held, accounting_.levels(),
       [this](int64_t pending_ops) {
         return queued_.load(std::memory_order_seq_cst) > pending_ops ||
                direct_in_progress_.load(std::memory_order_seq_cst) > 0 ||
@@ -538,8 +540,8 @@ void Dispatcher::AbandonPending() {
   int64_t abandoned = 0;
   for (StreamQueue* q : active_) {
     for (Op* op : q->pending) {
-      AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
-      CountIssued(op);
+      accounting_.AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
+      issuer_.CountIssued(op);
       ++abandoned;
     }
     q->pending.clear();
@@ -573,63 +575,7 @@ void Dispatcher::Enqueue(Op* op) {
   if (q.pending.empty()) active_.push_back(&q);
   q.pending.push_back(op);
   op->queued_estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-  AdjustPending(op->priority, +1, static_cast<int64_t>(op->queued_estimate_ns));
-}
-
-void Dispatcher::AdjustPending(int priority, int delta, int64_t delta_ns) {
-  LevelLoad* counts = nullptr;
-  for (LevelLoad& c : counts_) {
-    if (c.priority == priority) counts = &c;
-  }
-  if (counts == nullptr) counts = &counts_.emplace_back(LevelLoad{priority, 0, 0, 0, 0});
-  counts->pending += delta;
-  counts->pending_ns += delta_ns;
-  counts->last_busy_ns = SteadyNowNs();
-  if (observer_wants_timings_) {
-    observer_->OnQueueState(device_, priority, counts->pending,
-                            BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
-  }
-}
-
-void Dispatcher::AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns) {
-  PriorityLevelStats& level = levels_->At(priority);
-  level.in_flight_ops.fetch_add(static_cast<uint64_t>(delta_ops), std::memory_order_relaxed);
-  level.in_flight_estimated_ns.fetch_add(static_cast<uint64_t>(delta_ns),
-                                         std::memory_order_relaxed);
-  const int64_t now = SteadyNowNs();
-  for (LevelLoad& c : counts_) {
-    if (c.priority == priority) {
-      c.in_flight_ops += delta_ops;
-      c.in_flight_ns += delta_ns;
-      c.last_busy_ns = now;
-      return;
-    }
-  }
-  counts_.push_back({priority, 0, delta_ops, delta_ns, 0, now});
-}
-
-int Dispatcher::Ceiling(int64_t now_ns) const {
-  return levels_->Ceiling(options_.unbudgeted_priority, now_ns, options_.ceiling_window_ns);
-}
-
-uint64_t Dispatcher::BelowCeilingInFlightNs(int ceiling) const {
-  int64_t sum = 0;
-  for (const LevelLoad& c : counts_) {
-    if (c.priority < ceiling) sum += c.in_flight_ns;
-  }
-  return sum > 0 ? static_cast<uint64_t>(sum) : 0;
-}
-
-uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
-  uint64_t sum = 0;
-  for (const StreamQueue* q : tracker_.tracked()) {
-    if (q->in_flight.empty()) continue;
-    const InFlight& f = q->in_flight.front();
-    // A confined op counts too: the stream's next op goes home behind it (linked), so it
-    // starts when that op ends instead of when its end is noticed.
-    if (f.priority < ceiling) sum += f.estimate_ns;
-  }
-  return sum;
+  accounting_.AdjustPending(op->priority, +1, static_cast<int64_t>(op->queued_estimate_ns));
 }
 
 bool Dispatcher::IssueNext() {
@@ -670,7 +616,7 @@ bool Dispatcher::IssueNext() {
                             device_, IssueOrder::kMaxChainHops);
     }
     const Op& end = *q->pending.front();
-    if (WaitsForOtherDevice(end) && AskOtherDevice(end, best_priority)) {
+    if (WaitsForOtherDevice(end) && issuer_.AskOtherDevice(end, best_priority)) {
       skipped.push_back(best);
       continue;
     }
@@ -697,7 +643,7 @@ class Dispatcher::PolicyQueries final : public DeviceQueries {
   PolicyQueries(Dispatcher* dispatcher, const StreamQueue* q, int64_t now_ns)
       : dispatcher_(dispatcher), q_(q), now_ns_(now_ns) {}
   uint64_t RunningBelowNs(int ceiling) const override {
-    return dispatcher_->BelowCeilingRunningNs(ceiling);
+    return LevelAccounting::BelowCeilingRunningNs(dispatcher_->tracker_.tracked(), ceiling);
   }
   bool MoreImportantBehind(int priority) const override {
     for (const Op* op : q_->pending) {
@@ -725,7 +671,7 @@ DeviceSnapshot Dispatcher::Snapshot(const StreamQueue& q, int priority, int64_t 
                                     const DeviceQueries* queries) const {
   DeviceSnapshot d;
   d.now_ns = now_ns;
-  d.local_ceiling = Ceiling(now_ns);
+  d.local_ceiling = accounting_.Ceiling(now_ns);
   d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
   d.local_max_seen = levels_->MaxSeen();
   for (const StreamQueue* other : active_) {
@@ -733,7 +679,7 @@ DeviceSnapshot Dispatcher::Snapshot(const StreamQueue& q, int priority, int64_t 
       d.highest_other_head = std::max(d.highest_other_head, other->pending.front()->priority);
     }
   }
-  d.levels = counts_;
+  d.levels = accounting_.levels();
   d.queries = queries;
   if (coordinator_ != nullptr) {
     const coordinator::PeerState peers =
@@ -812,193 +758,14 @@ void Dispatcher::BringAllHome() {
 
 void Dispatcher::Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine) {
   q->pending.pop_front();
-  AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
+  accounting_.AdjustPending(op->priority, -1, -static_cast<int64_t>(op->queued_estimate_ns));
   if (q->pending.empty()) active_.erase(std::find(active_.begin(), active_.end(), q));
-  StreamState* s = op->stream;
   // An op runs in its own context or not at all: issued after a failed switch it would run in
   // the previous context (legacy-stream work on that context's legacy stream). It fails with the
   // switch's error instead, which its stream reports like any failed op's.
-  const CUresult in_context = SetContext(s->context);
-  // Where the op goes: the stream's twin while it is confined, else its own stream (its earlier
-  // work linked back first if it was away).
-  CUstream target = s->stream;
-  if (in_context == CUDA_SUCCESS && (confine || q->away || q->links->away > 0)) {
-    target = placement_.Place(q, confine);
-  }
-  op->confined_stream = target != s->stream ? target : nullptr;
-  if (op->home_only) {
-    CountIssued(op);
-    parking_.NotifyIssued();
-    return;
-  }
-  const int64_t now = SteadyNowNs();
-  CountIssueStatistics(*op, now);
-  // The estimate before this op could have taught it anything.
-  const uint64_t estimate = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-  CUevent start = in_context == CUDA_SUCCESS ? StartMeasurement(q, *op, target) : nullptr;
-  if (observer_ != nullptr) observer_->OnIssueBegin(*op);
-  CUresult result = in_context == CUDA_SUCCESS ? op->issue(*op) : in_context;
-  if (result != CUDA_SUCCESS && op->confined_stream != nullptr) {
-    result = IssueRefusedAtHome(q, op, result, &start);
-  }
-  if (observer_ != nullptr) observer_->OnIssueEnd(*op, result);
-  if (s->legacy) {
-    ++q->links->legacy_ops;
-  } else if (s->blocking) {
-    ++q->ops_issued;
-  }
-  if (result != CUDA_SUCCESS) {
-    ReportFailure(*op, result);
-    if (start != nullptr) q->free_events.push_back(start);
-  } else {
-    TrackIssued(q, *op, budget_ns, estimate, start, now);
-  }
-  CountIssued(op);
+  issuer_.Issue(q, op, SetContext(op->stream->context), budget_ns, confine);
+  issuer_.CountIssued(op);
   parking_.NotifyIssued();
-}
-
-void Dispatcher::CountIssueStatistics(const Op& op, int64_t now_ns) {
-  PriorityLevelStats& level = levels_->At(op.priority);
-  if (op.confined_stream != nullptr) level.ops_confined.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t delay = now_ns > op.submit_ns ? static_cast<uint64_t>(now_ns - op.submit_ns) : 0;
-  level.queue_delay_ns_sum.fetch_add(delay, std::memory_order_relaxed);
-  AtomicMax(level.queue_delay_ns_max, delay);
-  level.queue_delay_histogram.Record(delay);
-  level.ops_issued.fetch_add(1, std::memory_order_relaxed);
-  if (op.held_since_ns != 0) {
-    const uint64_t held =
-        now_ns > op.held_since_ns ? static_cast<uint64_t>(now_ns - op.held_since_ns) : 0;
-    level.ops_held.fetch_add(1, std::memory_order_relaxed);
-    level.held_ns_sum.fetch_add(held, std::memory_order_relaxed);
-    AtomicMax(level.held_ns_max, held);
-  }
-  if (coordinator_ != nullptr) {
-    coordinator_->CountDispatched(op.priority, delay, op.confined_stream != nullptr);
-  }
-}
-
-CUevent Dispatcher::StartMeasurement(StreamQueue* q, const Op& op, CUstream target) {
-  // An op whose cost is unknown is bracketed by events, so its GPU time is measured exactly
-  // (host time from issue to observed completion would include the dispatcher's idle time).
-  if (op.cost_key == nullptr || estimates_.Knows(op.cost_key)) return nullptr;
-  tracker_.Mark(q);  // earlier ops get their own mark, so this op's mark covers it alone
-  CUevent start = tracker_.TakeEvent(q);
-  if (start != nullptr && driver_.event_record(start, target) != CUDA_SUCCESS) {
-    q->free_events.push_back(start);
-    start = nullptr;
-  }
-  return start;
-}
-
-CUresult Dispatcher::IssueRefusedAtHome(StreamQueue* q, Op* op, CUresult refused,
-                                        CUevent* start) {
-  // Confinement must change nothing a program sees. A call the partition refuses (on an H100
-  // under MPS, cuBLAS kernels whose thread-block clusters do not fit the green context: CUDA
-  // error 912) did nothing, so it runs on the stream's own after the twin's work, as it would
-  // have natively; if it runs there, the partition was the cause, and its function is never
-  // confined again.
-  if (*start != nullptr) {
-    q->free_events.push_back(*start);  // recorded on the twin: it would time the wrong span
-    *start = nullptr;
-  }
-  const CUstream target = placement_.Place(q, /*confine=*/false);
-  op->confined_stream = target != op->stream->stream ? target : nullptr;
-  const CUresult result = op->issue(*op);
-  if (result == CUDA_SUCCESS && op->cost_key != nullptr) {
-    placement_.NoteUnconfinable(op->cost_key);
-    GPUPRIO_LOG_THROTTLED(LogLevel::kInfo,
-                          "isolation: %s refused on device %d's SM partition (CUDA error %d); "
-                          "it and later launches of its function run on the whole GPU",
-                          op->name != nullptr ? op->name : "op", device_,
-                          static_cast<int>(refused));
-  }
-  return result;
-}
-
-void Dispatcher::ReportFailure(const Op& op, CUresult result) {
-  StreamState* s = op.stream;
-  int expected = CUDA_SUCCESS;
-  s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
-  // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
-  // lines); the suppressed count is reported.
-  GPUPRIO_LOG_THROTTLED(LogLevel::kError,
-                        "%s on stream %p (device %d, context %p%s) failed with CUDA error %d; "
-                        "the stream's next synchronize or query returns it",
-                        op.name != nullptr ? op.name : "op", static_cast<void*>(s->stream),
-                        device_, static_cast<void*>(s->context),
-                        op.confined_stream != nullptr ? ", on its twin" : "",
-                        static_cast<int>(result));
-}
-
-void Dispatcher::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns,
-                             uint64_t estimate, CUevent start, int64_t now_ns) {
-  // An op being measured is marked alone (its start event pairs with that mark).
-  ++q->ops_since_mark;
-  // Confined work is marked like budgeted work, against its queue bound: its completions free
-  // room on the twin.
-  const bool confined = op.confined_stream != nullptr;
-  if (confined) budget_ns = options_.confined_queue_ns;
-  const bool mark =
-      MarkAfterIssue(q->ops_since_mark, start != nullptr, budget_ns, estimate, options_);
-  // Marked alone without a start event, the op is measured from the mark before it, which is its
-  // start only if the GPU was still busy with that mark's work when the op was issued: a mark
-  // already complete means the GPU may have idled in between, and the gap would be learned as
-  // the op's duration (larger estimates, fewer ops admitted, more gaps). The query comes after
-  // the issue, so "not ready" is certain and "ready" merely loses a sample.
-  const bool back_to_back = mark && start == nullptr && !q->in_flight.empty() &&
-                            !q->marks.empty() && q->marks.back().covers == q->in_flight.size() &&
-                            tracker_.QueryMark(q->marks.back().event) == CUDA_ERROR_NOT_READY;
-  const bool alone = q->in_flight.empty();
-  q->in_flight.push_back(
-      {op.priority, estimate, op.cost_key, now_ns, back_to_back, start, confined, alone});
-  AdjustInFlight(op.priority, +1, static_cast<int64_t>(estimate));
-  if (confined) placement_.AddConfined(q, estimate);
-  tracker_.Track(q);
-  if (mark) tracker_.Mark(q);
-}
-
-void Dispatcher::CountIssued(Op* op) {
-  if (op->issued_counter != nullptr) {
-    op->issued_counter->fetch_sub(1, std::memory_order_acq_rel);
-  }
-  if (op->launch_counter != nullptr) op->launch_counter->fetch_sub(1, std::memory_order_acq_rel);
-  op->stream->issued.fetch_add(1, std::memory_order_seq_cst);
-  queued_.fetch_sub(1, std::memory_order_seq_cst);
-  levels_->At(op->priority).ops_unissued.fetch_sub(1, std::memory_order_seq_cst);
-  WakeWaitingDevices(op->stream);
-  op->home->Give(op);
-}
-
-void Dispatcher::WakeWaitingDevices(StreamState* s) {
-  // No lost wake-up: a waiting dispatcher sets its bit, then reads `issued` (AskOtherDevice);
-  // this thread raised `issued`, then reads the bits (all seq_cst), so one sees the other.
-  if (s->awaited_by.load(std::memory_order_seq_cst) == 0) return;  // the common case: one load
-  if (s->issued.load(std::memory_order_seq_cst) <
-      s->awaited_count.load(std::memory_order_seq_cst)) {
-    return;
-  }
-  uint64_t waiting = s->awaited_by.exchange(0, std::memory_order_seq_cst);
-  s->awaited_priority.store(kPriorityUnset, std::memory_order_relaxed);
-  while (waiting != 0) {
-    const int device = __builtin_ctzll(waiting);
-    waiting &= waiting - 1;
-    if (Dispatcher* d = directory_ != nullptr ? directory_->Find(device) : nullptr) {
-      d->WakeForOtherDevice();
-    }
-  }
-}
-
-bool Dispatcher::AskOtherDevice(const Op& op, int priority) {
-  StreamState* other = op.depends_on;
-  AtomicMax(other->awaited_priority, priority);
-  AtomicMax(other->awaited_count, op.depends_on_count);
-  other->awaited_by.fetch_or(DispatcherDirectory::Bit(device_), std::memory_order_seq_cst);
-  if (other->issued.load(std::memory_order_seq_cst) >= op.depends_on_count) return false;
-  // Asked again on every round this op is still waiting: the other dispatcher may have cleared
-  // the request (met for an earlier wait) between this one's reads. A round comes at most every
-  // few hundred microseconds while it waits (WaitWhileHeld), so this costs little.
-  other->dispatcher->WakeForOtherDevice();
-  return true;
 }
 
 void Dispatcher::ReleaseStream(StreamState* stream) {
@@ -1063,7 +830,7 @@ void Dispatcher::MarkAllUncovered(bool held, bool peers_held) {
 
 void Dispatcher::OnRetired(void* dispatcher, StreamQueue* q, const InFlight& f) {
   Dispatcher* d = static_cast<Dispatcher*>(dispatcher);
-  d->AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
+  d->accounting_.AdjustInFlight(f.priority, -1, -static_cast<int64_t>(f.estimate_ns));
   if (f.confined) d->placement_.RemoveConfined(q, f.estimate_ns);
 }
 

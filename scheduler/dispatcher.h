@@ -37,8 +37,10 @@
 #include "scheduler/isolation_placement.h"
 #include "scheduler/issue_order.h"
 #include "scheduler/issue_policy.h"
+#include "scheduler/level_accounting.h"
 #include "scheduler/op.h"
 #include "scheduler/op_inbox.h"
+#include "scheduler/op_issuer.h"
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/peer_publisher.h"
@@ -203,8 +205,6 @@ class Dispatcher {
             bool wake_for_direct_work = false);
   // Spins until work is queued or `duration_ns` passes, making no driver call.
   void SpinForWork(uint64_t duration_ns);
-  // An op leaves the dispatcher, counted as issued (issued, or abandoned at a bounded exit).
-  void CountIssued(Op* op);
   void AbandonPending();
   void CollectReleasedStreams();
   // Queues every op in the inbox; returns the highest priority among them (kNoPriority: none).
@@ -222,11 +222,6 @@ class Dispatcher {
     return op.depends_on != nullptr && op.depends_on->dispatcher != this &&
            op.depends_on->issued.load(std::memory_order_seq_cst) < op.depends_on_count;
   }
-  // Asks the other device's dispatcher to issue what `op` waits for first, as if at `priority`,
-  // and to wake this one once it has. False when that work turned out to be issued already.
-  bool AskOtherDevice(const Op& op, int priority);
-  // After an op of `s` was counted issued: wakes the other devices' dispatchers waiting for it.
-  void WakeWaitingDevices(StreamState* s);
   // Issues the most important op that may go now; false when none may (the policy holds the
   // most important one, or each waits for another device or for room on its twin).
   bool IssueNext();
@@ -242,19 +237,9 @@ class Dispatcher {
   class PolicyQueries;
   DeviceSnapshot Snapshot(const StreamQueue& q, int priority, int64_t now_ns,
                           const DeviceQueries* queries) const;
-  // `budget_ns`: the budget the op was admitted under (0: unbudgeted); `confine`: issue it on the
-  // stream's twin.
+  // Takes `q`'s head `op` off the queues and issues it (op_issuer.h). `budget_ns`: the budget
+  // the op was admitted under (0: unbudgeted); `confine`: issue it on the stream's twin.
   void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
-  // Issue's steps: the level's statistics (queueing delay, time held); a start event before an
-  // op whose cost is unknown (null if none); a call the partition refused, issued again on the
-  // stream's own stream; a failure stored on the stream; an issued op counted in flight and
-  // marked where due.
-  void CountIssueStatistics(const Op& op, int64_t now_ns);
-  CUevent StartMeasurement(StreamQueue* q, const Op& op, CUstream target);
-  CUresult IssueRefusedAtHome(StreamQueue* q, Op* op, CUresult refused, CUevent* start);
-  void ReportFailure(const Op& op, CUresult result);
-  void TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns, uint64_t estimate,
-                   CUevent start, int64_t now_ns);
   // The queue of `s`, created (and listed in its context's links) on first use.
   StreamQueue& QueueFor(StreamState* s);
   static CUstream Location(const StreamQueue* q) { return IsolationPlacement::Location(*q); }
@@ -281,24 +266,14 @@ class Dispatcher {
   static void CountActivity(std::atomic<uint64_t>& counter) {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  int Ceiling(int64_t now_ns) const;
-  uint64_t BelowCeilingInFlightNs(int ceiling) const;
-  // The estimated time of the op each stream runs now (its oldest in flight, on its twin or
-  // not) below `ceiling`: while nothing more important is about, the budget counts only what is
-  // queued behind those ops (options.h, idle_budget_excludes_running).
-  uint64_t BelowCeilingRunningNs(int ceiling) const;
-  void AdjustPending(int priority, int delta, int64_t delta_ns);
-  void AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns);
 
   const int device_;
   const DriverFunctions driver_;
   const SchedulerOptions options_;
   PriorityLevels* const levels_;
   OpObserver* const observer_;
-  const bool observer_wants_timings_;
 
   const std::unique_ptr<coordinator::GpuCoordinator> coordinator_;
-  const DispatcherDirectory* const directory_;
   std::unique_ptr<PeerPublisher> peer_publisher_;  // with a coordinator
 
   OpInbox inbox_;
@@ -352,11 +327,12 @@ class Dispatcher {
   // Node-based: active_ and the tracker hold pointers to the queues.
   absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops
-  // Pending and in-flight counts per priority level that has any (few levels are ever active).
-  std::vector<LevelLoad> counts_;
+  // Pending and in-flight work per priority level.
+  LevelAccounting accounting_;
   DurationEstimator estimates_;
   // Completion marks on the streams' work in flight, their polls, the retired entries.
   CompletionTracker tracker_;
+  OpIssuer issuer_;
   absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
 
   CUcontext current_context_ = nullptr;
