@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -18,13 +20,15 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "catch2/catch.hpp"
 #include "scheduler/base/clock.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
-#include "tests/test_directory.h"
 #include "scheduler/coordinator/segment_name.h"
+#include "scheduler/op_observer.h"
 #include "scheduler/op_pool.h"
 #include "tests/scheduler/scripted_driver.h"
+#include "tests/test_directory.h"
 
 namespace {
 
@@ -84,6 +88,76 @@ SchedulerOptions Options() {
   return o;
 }
 
+// Longer than any test runs: a timer of the dispatcher set to it never ends a wait here, so only
+// the event under test can.
+constexpr uint64_t kNeverNs = 3'600'000'000'000;
+
+// Polls `done` until it holds. The guard only turns a hang into a failure (well inside the
+// test's own timeout); nothing here measures how fast the dispatcher is.
+template <typename Done>
+bool Eventually(Done done) {
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > guard) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+// Until the dispatcher begins a sleep after this call: whatever it was doing when called (an
+// issue, a mark, an adoption of direct work) is done. Only where it sleeps again by itself.
+bool NextSleep(const Dispatcher& d) {
+  const uint64_t sleeps = d.activity().sleeps;
+  return Eventually([&] { return d.activity().sleeps > sleeps; });
+}
+
+// The wake-ups the calling thread gives while it runs `call`: absl's CondVar tracer reports each
+// signal that woke a waiter, on the signalling thread. A client ends a parked dispatcher's sleep
+// only by signalling its condition variable (DispatcherParking), so with the dispatcher known to
+// be asleep this tells exactly whether the call woke it, without waiting to see it run.
+thread_local int t_wakeups = 0;
+void CountWakeups(const char* event, const void*) {
+  if (std::strcmp(event, "Signal wakeup") == 0 || std::strcmp(event, "SignalAll wakeup") == 0) {
+    ++t_wakeups;
+  }
+}
+template <typename Call>
+int WakeupsBy(Call call) {
+  static const bool registered = (absl::RegisterCondVarTracer(&CountWakeups), true);
+  (void)registered;
+  const int before = t_wakeups;
+  call();
+  return t_wakeups - before;
+}
+
+// Ops the dispatcher has taken into its queues, per level, from its OnQueueState reports (one
+// per change of a level's pending count: a rise is an op queued).
+class QueueWatch final : public gpuprio::scheduler::OpObserver {
+ public:
+  int64_t queued(int priority) const {
+    absl::MutexLock lock(&mu_);
+    auto it = queued_.find(priority);
+    return it != queued_.end() ? it->second : 0;
+  }
+
+  void OnSubmit(Op&) override {}
+  void OnCallerIssue(const char*, int, CUstream, int64_t, int64_t) override {}
+  void OnDispatcherStart(int) override {}
+  void OnIssueBegin(const Op&) override {}
+  void OnIssueEnd(const Op&, CUresult) override {}
+  void OnQueueState(int, int priority, int64_t pending, uint64_t) override {
+    absl::MutexLock lock(&mu_);
+    int64_t& last = pending_[priority];
+    if (pending > last) queued_[priority] += pending - last;
+    last = pending;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<int, int64_t> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> queued_ ABSL_GUARDED_BY(mu_);
+};
+
 TEST_CASE("Stopping at exit issues held work while the GPU progresses", "[dispatcher]") {
   g_gpu_progresses = true;
   g_issued = 0;
@@ -97,8 +171,7 @@ TEST_CASE("Stopping at exit issues held work while the GPU progresses", "[dispat
   CHECK(s.issued.load() == 50);
 }
 
-TEST_CASE("Stopping at exit gives up on held work when the GPU completes nothing",
-          "[dispatcher]") {
+TEST_CASE("Stopping at exit gives up on held work when the GPU completes nothing", "[dispatcher]") {
   g_gpu_progresses = false;
   g_issued = 0;
   PriorityLevels levels;
@@ -133,11 +206,9 @@ TEST_CASE("A released stream's queue and events are freed and its state handed b
   d.WaitIssued(&s, 20);
   CHECK(g_events_live.load() > events_before);  // completion tracking created events
   d.ReleaseStream(&s);
+  // Handed back once the dispatcher has let go of it (ReleaseStream wakes it for that).
   StreamState* recycled = nullptr;
-  for (int i = 0; i < 5000 && recycled == nullptr; ++i) {
-    recycled = d.TakeRecycledStream();
-    if (recycled == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  CHECK(Eventually([&] { return (recycled = d.TakeRecycledStream()) != nullptr; }));
   CHECK(recycled == &s);
   CHECK(g_events_live.load() == events_before);
   CHECK(s.issued.load() == 20);  // counts go on from where they were
@@ -158,17 +229,13 @@ int AdmittedWhileNothingCompletes(const SchedulerOptions& options,
   StreamState s;
   AttachStream(d, s);
   SubmitLow(d, s, count);
-  // Admission stops at the budget; the wait ends once the count has been still for 100 ms.
-  int seen = -1;
-  for (int still_ms = 0; still_ms < 100;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const int now = g_issued.load();
-    still_ms = now == seen ? still_ms + 10 : 0;
-    seen = now;
-  }
+  // The stop is the handshake: a bounded stop keeps issuing whatever the budget admits, and
+  // abandons the rest only after a round that could issue nothing, and stop_stall_timeout_ns
+  // without progress. Nothing completes, so what such a round holds stays held: once the thread
+  // is joined, the count is all the budget let through.
   d.Stop(/*bounded=*/true);
   g_gpu_progresses = true;
-  return seen;
+  return g_issued.load();
 }
 
 TEST_CASE("Work below another process's level keeps the smaller cross-process budget",
@@ -182,6 +249,7 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   options.peer_budget_ns = 300'000;
   options.default_estimate_ns = 100'000;  // every op counts 0.1 ms
   options.coordinate = true;
+  options.ceiling_window_ns = kNeverNs;  // the other process's submit stays recent however slow
   auto attach = [&](int priority) {
     auto c = gpuprio::coordinator::GpuCoordinator::Attach(segment, kUuid, priority);
     REQUIRE(c.ok());
@@ -199,15 +267,6 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   options.peer_budget_ns = 5'000'000;
   CHECK(AdmittedWhileNothingCompletes(options, attach(-1), 30) == 10);
   high.reset();
-}
-
-// Whether g_event_records exceeds `records` within `timeout_ms`.
-bool RecordedWithin(int records, int timeout_ms) {
-  for (int i = 0; i < timeout_ms; ++i) {
-    if (g_event_records.load() > records) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return g_event_records.load() > records;
 }
 
 TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a held process",
@@ -228,7 +287,7 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
   g_gpu_progresses = false;  // the marks never complete: the level stays active
   SchedulerOptions options = Options();
   options.coordinate = true;
-  options.peer_idle_poll_ns = 2'000'000'000;  // the poll never ends within the test
+  options.peer_idle_poll_ns = kNeverNs;  // the poll never ends within the test
   PriorityLevels levels;
   auto d = std::make_unique<Dispatcher>(0, ScriptedDriver(), options, &levels, nullptr,
                                         *std::move(high));
@@ -240,31 +299,32 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
     d->PublishDirect(1);
     d->NoteDirect(&stream, 1, gpuprio::base::SteadyNowNs());
   };
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // parked: nothing active
+  // Parked: with nothing to do, each sleep the dispatcher begins is the long park (of 1 s). The
+  // call below comes as a park begins (the first, unless this thread was slow to look), not near
+  // its end.
+  const uint64_t sleeps = d->activity().sleeps;
+  REQUIRE(Eventually([&] { return d->activity().sleeps > sleeps; }));
 
-  // From the long park (nothing of this process active): woken at once.
+  // From the long park (nothing of this process active): woken at once, and the work marked.
   int records = g_event_records.load();
-  issue_direct(s);
-  CHECK(RecordedWithin(records, 500));
+  const uint64_t long_parks = d->activity().sleeps;
+  CHECK(WakeupsBy([&] { issue_direct(s); }) == 1);
+  CHECK(Eventually([&] { return g_event_records.load() > records; }));
 
-  // Now parked on the (here endless) poll of that work; the peer holds nothing: not woken. (A
-  // dispatcher that had not parked yet, on a loaded machine, adopts the listing in its round:
-  // another try then, with the stream listed anew. Woken each time, no try would pass.)
-  bool woken_every_time = true;
-  for (int attempt = 0; attempt < 5 && woken_every_time; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    records = g_event_records.load();
-    issue_direct(s);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    woken_every_time = g_event_records.load() != records;
-  }
-  CHECK_FALSE(woken_every_time);
-
-  // The peer holds work back, perhaps for this level: woken at once.
-  peer->SetHeld(true, gpuprio::base::SteadyNowNs());
+  // Now parked on the (here endless) poll of that work: the next sleep to begin. The peer holds
+  // nothing: not woken, so the work stays listed, unmarked.
+  REQUIRE(Eventually([&] { return d->activity().sleeps > long_parks; }));
   records = g_event_records.load();
-  issue_direct(t);
-  CHECK(RecordedWithin(records, 500));
+  CHECK(WakeupsBy([&] { issue_direct(s); }) == 0);
+  CHECK(s.direct_unmarked.load());
+
+  // The peer holds work back, perhaps for this level: woken at once. The round adopts both
+  // listings, a mark behind each.
+  peer->SetHeld(true, gpuprio::base::SteadyNowNs());
+  CHECK(g_event_records.load() == records);  // nothing ended the poll meanwhile
+  CHECK(WakeupsBy([&] { issue_direct(t); }) == 1);
+  CHECK(Eventually([&] { return g_event_records.load() >= records + 2; }));
+  CHECK_FALSE(s.direct_unmarked.load());
 
   peer->SetHeld(false, gpuprio::base::SteadyNowNs());
   g_gpu_progresses = true;
@@ -279,6 +339,7 @@ TEST_CASE("Work on the budget only for its own level keeps one op behind the one
   // flight, each would be issued only once the one before it was seen complete, and the GPU
   // would idle for the dispatcher's reaction every time.
   SchedulerOptions options = Options();
+  options.ceiling_window_ns = kNeverNs;  // the recent level stays recent however slow the test
   CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5) == 2);
   // A more important level of this process submitted within the window: the op running counts,
   // so an arrival waits for at most that op. (The rule's other rows -- a level between, the rule
@@ -289,11 +350,8 @@ TEST_CASE("Work on the budget only for its own level keeps one op behind the one
 
 // Waits until `issued` ops have been issued and the dispatcher has seen every low op complete.
 bool WaitIssuedAndSeenComplete(PriorityLevels& levels, int issued) {
-  for (int i = 0; i < 5000; ++i) {
-    if (g_issued.load() == issued && levels.At(-1).in_flight_ops.load() == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
+  return Eventually(
+      [&] { return g_issued.load() == issued && levels.At(-1).in_flight_ops.load() == 0; });
 }
 
 TEST_CASE("An op queued behind work that had already finished is not measured from it",
@@ -317,10 +375,9 @@ TEST_CASE("An op queued behind work that had already finished is not measured fr
   CHECK(WaitIssuedAndSeenComplete(levels, 4));
   g_gpu_progresses = false;
   SubmitLow(d, s, 1);
-  for (int i = 0; i < 5000 && g_issued.load() < 5; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  CHECK(g_issued.load() == 5);
+  CHECK(Eventually([] { return g_issued.load() == 5; }));
+  // Counted in flight after the issue itself.
+  CHECK(Eventually([&] { return levels.At(-1).in_flight_estimated_ns.load() > 0; }));
   // The estimate the last op was admitted with: the 1 ms measured exactly, or less (an op alone
   // in flight teaches an upper bound), never the 50 ms.
   CHECK(levels.At(-1).in_flight_estimated_ns.load() <= 1'000'000);
@@ -351,10 +408,8 @@ TEST_CASE("An over-estimate falls once ops alone in flight end sooner than it sa
   }
   g_gpu_progresses = false;
   SubmitLow(d, s, 1);
-  for (int i = 0; i < 5000 && g_issued.load() < 6; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  REQUIRE(g_issued.load() == 6);
+  REQUIRE(Eventually([] { return g_issued.load() == 6; }));
+  REQUIRE(Eventually([&] { return levels.At(-1).in_flight_estimated_ns.load() > 0; }));
   // 50 ms x 0.75^4 after four upper bounds of well under a millisecond: about 16 ms.
   const uint64_t estimate = levels.At(-1).in_flight_estimated_ns.load();
   INFO("estimate " << estimate << " ns");
@@ -364,30 +419,18 @@ TEST_CASE("An over-estimate falls once ops alone in flight end sooner than it sa
   g_elapsed_ms = 1.0f;
 }
 
-int64_t MsSince(std::chrono::steady_clock::time_point begin) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               begin)
-      .count();
-}
-
-// Waits until a dispatcher held with nothing arriving begins a sleep of about `min_ms` or more:
-// its held sleeps double, so one that begins at least `min_ms / 2` after the one before is that
-// long (or options.max_held_sleep_ns). Each sleep is counted as it begins (Activity::sleeps).
-bool WaitForLongHeldSleep(const Dispatcher& d, int64_t min_ms, int64_t timeout_ms) {
-  const auto begin = std::chrono::steady_clock::now();
-  uint64_t sleeps = d.activity().sleeps;
-  auto last = begin;  // a sleep began here or before (the first interval is an under-estimate)
-  while (MsSince(begin) < timeout_ms) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const uint64_t now_sleeps = d.activity().sleeps;
-    if (now_sleeps == sleeps) continue;
-    const auto now = std::chrono::steady_clock::now();
-    const bool long_one = now - last >= std::chrono::milliseconds(min_ms / 2);
-    sleeps = now_sleeps;
-    last = now;
-    if (long_one) return true;
+// Until a held dispatcher begins a sleep of 650 ms or more (or options.max_held_sleep_ns), once
+// `watch` has seen `queued` ops of `priority` queued and `issued` ops issued. Held sleeps double
+// from 20 us after each round that queued or issued work, so the 16th sleep to begin after the
+// last such round lasts 20 us x 2^15 at least; each is counted as it begins, and the caller's
+// next steps come right then, well inside it.
+bool WaitForLongHeldSleep(const Dispatcher& d, const QueueWatch& watch, int priority,
+                          int64_t queued, int issued) {
+  if (!Eventually([&] { return watch.queued(priority) == queued && g_issued.load() == issued; })) {
+    return false;
   }
-  return false;
+  const uint64_t sleeps = d.activity().sleeps;
+  return Eventually([&] { return d.activity().sleeps >= sleeps + 16; });
 }
 
 TEST_CASE("A dispatcher held back is not woken by work that cannot go first, only by work that can",
@@ -399,47 +442,31 @@ TEST_CASE("A dispatcher held back is not woken by work that cannot go first, onl
   g_gpu_progresses = false;  // nothing completes: the budget holds the low work
   g_issued = 0;
   SchedulerOptions o = Options();
-  o.max_held_sleep_ns = 2'000'000'000;  // timer wake-ups are rare
+  o.max_held_sleep_ns = 2'000'000'000;  // held sleeps grow long
   PriorityLevels levels;
-  Dispatcher d(0, ScriptedDriver(), o, &levels, nullptr);
+  QueueWatch watch;
+  Dispatcher d(0, ScriptedDriver(), o, &levels, &watch);
   StreamState s, t;
   AttachStream(d, s);
   AttachStream(d, t);
   t.stream = reinterpret_cast<CUstream>(0x3000);
   SubmitLow(d, s, 10);  // two issued (see "Stopping at exit gives up..."), eight held
-  // Held sleeps double from 20 us: wait for one of at least 400 ms, so no timer wake-up falls in
-  // what follows (one would drain the new ops and start the backoff over, and so would each
-  // later one).
-  REQUIRE(WaitForLongHeldSleep(d, 400, 5000));
-  const uint64_t q0 = d.activity().mark_queries;
-  const uint64_t sleeps0 = d.activity().sleeps;
-  for (int i = 0; i < 50; ++i) {
-    SubmitLow(d, s, 1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const uint64_t q1 = d.activity().mark_queries;
-  const uint64_t sleeps1 = d.activity().sleeps;
-  INFO("while 50 low ops arrived: " << q1 - q0 << " mark queries, " << sleeps1 - sleeps0
-                                    << " sleeps begun");
-  // Woken by each, the dispatcher would poll at least twice per op (hundreds in all); woken and
-  // put back to sleep by each, it would begin a sleep per op.
-  CHECK(q1 - q0 < 10u);
-  CHECK(sleeps1 - sleeps0 < 10u);
+  // Asleep, held, for long: each op below comes to a dispatcher asleep with its floor at the
+  // held op's level (a timer wake-up would not be a wake-up by the op; none falls among them).
+  REQUIRE(WaitForLongHeldSleep(d, watch, -1, 10, 2));
+  int woken = 0;
+  for (int i = 0; i < 50; ++i) woken += WakeupsBy([&] { SubmitLow(d, s, 1); });
+  // Woken by each, the dispatcher would poll at least twice per op (hundreds of completion
+  // queries in all) and begin a sleep per op.
+  CHECK(woken == 0);
   CHECK(g_issued.load() == 2);
 
-  // Above the held op's priority, on another stream: the sleep (hundreds of milliseconds still
-  // to go) ends at once and the op is issued.
-  const auto submitted = std::chrono::steady_clock::now();
-  Submit(d, t, /*priority=*/1, 1);
-  bool issued = false;
-  for (int i = 0; i < 500 && !issued; ++i) {
-    issued = g_issued.load() == 3;
-    if (!issued) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  INFO("the more important op waited " << MsSince(submitted) << " ms");
-  CHECK(issued);
-  CHECK(MsSince(submitted) < 100);
+  // The low ops join their queue when that sleep ends by itself; then, asleep for long again,
+  // an op above the held op's priority, on another stream: the sleep ends at once (the submit
+  // woke it) and the op is issued.
+  REQUIRE(WaitForLongHeldSleep(d, watch, -1, 60, 2));
+  CHECK(WakeupsBy([&] { Submit(d, t, /*priority=*/1, 1); }) == 1);
+  CHECK(Eventually([] { return g_issued.load() == 3; }));
   CHECK(t.issued.load() == 1);
 
   g_gpu_progresses = true;
@@ -458,41 +485,44 @@ TEST_CASE("While work is held back, marks behind direct work wait for the held m
   g_gpu_progresses = false;
   g_issued = 0;
   SchedulerOptions o = Options();
-  o.max_held_sleep_ns = 1'000'000;       // held rounds at least every millisecond
-  o.held_mark_interval_ns = 50'000'000;  // throttled marks: one per 50 ms
+  o.max_held_sleep_ns = 1'000'000;  // held rounds at least every millisecond
+  // Never due again within the test while a mark is pending: the interval's arithmetic is
+  // completion_marks_test's; this checks that held rounds apply it to work they adopt.
+  o.held_mark_interval_ns = kNeverNs;
   PriorityLevels levels;
-  Dispatcher d(0, ScriptedDriver(), o, &levels, nullptr);  // no coordinator: no wake-ups
+  QueueWatch watch;
+  Dispatcher d(0, ScriptedDriver(), o, &levels, &watch);  // no coordinator: no wake-ups
   StreamState s, server;
   AttachStream(d, s);
   AttachStream(d, server);
   server.stream = reinterpret_cast<CUstream>(0x3000);
   SubmitLow(d, s, 10);  // two issued (and marked), eight held
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // held, polling
+  // Held, polling: all ten queued, two issued, and a sleep begun after that (so the second op's
+  // mark is recorded).
+  REQUIRE(Eventually([&] { return watch.queued(-1) == 10 && g_issued.load() == 2; }));
+  REQUIRE(NextSleep(d));
   const int r0 = g_event_records.load();
-  const auto begin = std::chrono::steady_clock::now();
+  // Each listing adopted by its own held round before the next (the dispatcher clears the flag
+  // as it adopts), as a server's chain of launches would be.
   for (int i = 0; i < 100; ++i) {
     d.NoteDirect(&server, 1, gpuprio::base::SteadyNowNs());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(Eventually([&] { return !server.direct_unmarked.load(); }));
   }
+  REQUIRE(NextSleep(d));  // the last adoption's round is over
   const int records = g_event_records.load() - r0;
-  const int64_t elapsed_ms = MsSince(begin);
-  INFO("event records in " << elapsed_ms << " ms of direct work: " << records);
-  // The first mark at once (none pending), then one per 50 ms; a mark per round that adopted
-  // work would be about one per NoteDirect.
-  CHECK(records >= 1);
-  CHECK(records <= 2 + elapsed_ms / 50);
+  INFO("event records for 100 adoptions of direct work: " << records);
+  // The first mark at once (none pending), then none while it is pending; a mark per round that
+  // adopted work would be one per NoteDirect.
+  CHECK(records == 1);
 
   // Liveness: the unmarked work is marked later, and every end is seen once the GPU progresses.
   g_gpu_progresses = true;
-  bool done = false;
-  for (int i = 0; i < 5000 && !done; ++i) {
-    done = g_issued.load() == 10 && levels.At(1).in_flight_ops.load() == 0 &&
+  const bool done = Eventually([&] {
+    return g_issued.load() == 10 && levels.At(1).in_flight_ops.load() == 0 &&
            levels.At(-1).in_flight_ops.load() == 0;
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  INFO("issued " << g_issued.load() << ", in flight: level 1 "
-                 << levels.At(1).in_flight_ops.load() << ", level -1 "
-                 << levels.At(-1).in_flight_ops.load());
+  });
+  INFO("issued " << g_issued.load() << ", in flight: level 1 " << levels.At(1).in_flight_ops.load()
+                 << ", level -1 " << levels.At(-1).in_flight_ops.load());
   CHECK(done);
   d.Stop(/*bounded=*/true);
 }
@@ -512,22 +542,31 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   o.confined_queue_ns = 20'000'000;
   o.default_estimate_ns = 1'000'000;
   PriorityLevels levels;
-  Dispatcher d(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  QueueWatch watch;
+  Dispatcher d(0, ScriptedDriverWithGreenContexts(), o, &levels, &watch);
   StreamState s;
   AttachStream(d, s);
   SubmitLow(d, s, 40);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // every estimated end is past
-  CHECK(g_issued.load() == 20);  // the rest held by the queue bound
+  // All queued, twenty issued: the rest held by the queue bound (nothing completes, so no more).
+  REQUIRE(Eventually([&] { return watch.queued(-1) == 40 && g_issued.load() == 20; }));
   CHECK(g_green_streams_created.load() == twins_before + 1);
   CHECK(levels.At(-1).ops_confined.load() == 20);
+  // The state under test is one of the estimates' clock: every estimated end past, which the
+  // last of them is one queue bound after the issues above at most.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(o.confined_queue_ns));
+  CHECK(g_issued.load() == 20);
+  // A hundred polls, however long they take: rounds 1 ms apart make at most one query per
+  // millisecond (one stream tracked: each round queries its oldest pending mark once), so they
+  // cannot come sooner; the budget's polling would make them four or more times as fast. Load
+  // only slows the polls down.
   const auto begin = std::chrono::steady_clock::now();
   const uint64_t q0 = d.activity().mark_queries;
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const uint64_t q1 = d.activity().mark_queries;
-  const int64_t elapsed_ms = MsSince(begin);
+  uint64_t q1 = q0;
+  REQUIRE(Eventually([&] { return (q1 = d.activity().mark_queries) >= q0 + 100; }));
+  const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - begin)
+                                 .count();
   INFO("mark queries in " << elapsed_ms << " ms: " << q1 - q0);
-  // One stream tracked: each round queries its oldest pending mark once. Rounds 1 ms apart
-  // make at most one query per millisecond; the budget's polling makes four or more.
   CHECK(q1 - q0 <= static_cast<uint64_t>(elapsed_ms + elapsed_ms / 2 + 10));
 
   g_gpu_progresses = true;
