@@ -121,10 +121,13 @@ void CountWakeups(const char* event, const void*) {
     ++t_wakeups;
   }
 }
-template <typename Call>
-int WakeupsBy(Call call) {
+void TraceWakeups() {
   static const bool registered = (absl::RegisterCondVarTracer(&CountWakeups), true);
   (void)registered;
+}
+template <typename Call>
+int WakeupsBy(Call call) {
+  TraceWakeups();
   const int before = t_wakeups;
   call();
   return t_wakeups - before;
