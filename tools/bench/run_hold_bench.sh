@@ -7,6 +7,10 @@
 #
 #   bash tools/bench/run_hold_bench.sh OUT [ROUNDS]      (default 3 rounds)
 #
+# FORM=threads holds within one process instead (hold_probe threads: a high thread's kernel, then
+# a low thread's, GPUPRIO_ISOLATION=off so that the low kernel is held rather than confined): the
+# process's CPU per second of the low thread's wait, and the same reaction; no "alone" there.
+#
 # Configurations (CONFIGS picks some), interleaved and rotated per round by bench_runs.sh, whose
 # BENCH_GPUPRIO_ENV and B_ENV add settings to the gpuprio processes: native (no gpuprio: the low kernel is not
 # held, it time-slices beside the high one), gpuprio (LIB, default .gpu/libgpuprio.so), gpuprio-b
@@ -23,6 +27,8 @@ lib="${LIB:-$repo/.gpu/libgpuprio.so}"
 [[ -z "${LIB_B:-}" && -f "$repo/.gpu/libgpuprio_b.so" ]] && LIB_B="$repo/.gpu/libgpuprio_b.so"
 probe="$repo/.gpu/hold_probe"
 kernel_us="${KERNEL_US:-2000000}"
+form="${FORM:-processes}"
+[[ "$form" == processes || "$form" == threads ]] || { echo "run_hold_bench: FORM is processes or threads" >&2; exit 2; }
 [[ -x "$probe" ]] || { echo "run_hold_bench: $probe missing (tests/gpu/build_artifacts.sh)" >&2; exit 1; }
 [[ -f "$lib" ]] || { echo "run_hold_bench: $lib missing" >&2; exit 1; }
 mkdir -p "$out/runs"
@@ -31,7 +37,11 @@ py=python3
 say() { printf 'run_hold_bench: %s\n' "$*"; }
 # rounds, gpuprio_env, b_env; run_library, run_rounds, read_configs.
 source "$repo/tools/bench/bench_runs.sh"
-read_configs run_hold_bench CONFIGS "native gpuprio ${LIB_B:+gpuprio-b }alone" native gpuprio gpuprio-b alone
+if [[ "$form" == threads ]]; then
+  read_configs run_hold_bench CONFIGS "native gpuprio ${LIB_B:+gpuprio-b}" native gpuprio gpuprio-b
+else
+  read_configs run_hold_bench CONFIGS "native gpuprio ${LIB_B:+gpuprio-b }alone" native gpuprio gpuprio-b alone
+fi
 hold_runs="$out/hold_runs.txt"
 : >"$hold_runs"
 failed=0
@@ -65,11 +75,32 @@ run_one() {  # ROUND CONFIG
   say "$tag high rc=$high_rc low rc=$low_rc"
 }
 
-run_rounds run_one "${configs[@]}"
+run_one_process() {  # ROUND CONFIG: FORM=threads
+  local round="$1" cfg="$2" tag="$2_r$1" rc=0
+  local shm="$out/shm_$tag"
+  mkdir -p "$shm"
+  local -a probe_env=()
+  if [[ "$cfg" != native ]]; then
+    run_library "$cfg"
+    probe_env=("${run_env[@]}" LD_PRELOAD="$run_lib" GPUPRIO_ISOLATION=off GPUPRIO_MAX_HOLD_MS=0 GPUPRIO_SHM_DIR="$shm")
+  fi
+  env "${probe_env[@]}" "$probe" threads "$kernel_us" >"$work/$tag.threads" 2>"$work/$tag.threads.err" || rc=$?
+  printf '%s %s low rc=%s %s\n' "$cfg" "$round" "$rc" "$(cat "$work/$tag.threads")" >>"$hold_runs"
+  ((rc == 0)) || failed=1
+  rm -rf "$shm"
+  say "$tag rc=$rc"
+}
 
-python3 - "$hold_runs" "$kernel_us" "$repo/tools/bench" >"$out/hold_bench.txt" <<'PY'
+if [[ "$form" == threads ]]; then
+  run_rounds run_one_process "${configs[@]}"
+else
+  run_rounds run_one "${configs[@]}"
+fi
+
+python3 - "$hold_runs" "$kernel_us" "$repo/tools/bench" "$form" >"$out/hold_bench.txt" <<'PY'
 import re, sys
 sys.path.insert(0, sys.argv[3])
+threads = sys.argv[4] == "threads"
 from bench_stats import spread
 rows = {}
 for line in open(sys.argv[1]):
@@ -82,8 +113,13 @@ for line in open(sys.argv[1]):
 def fmt(values, unit):
     s = spread(values)
     return "-" if not s["n"] else "%.1f [%.1f-%.1f] %s" % (s["median"], s["min"], s["max"], unit)
-print("hold bench: a high process's %s us kernel, a low process's 10 us kernel held behind it "
-      "(GPUPRIO_MAX_HOLD_MS=0); median [min-max] over rounds" % sys.argv[2])
+if threads:
+    print("hold bench, one process: a high thread's %s us kernel, a low thread's 10 us kernel held "
+          "behind it (GPUPRIO_ISOLATION=off GPUPRIO_MAX_HOLD_MS=0); median [min-max] over rounds; "
+          "the low column is the whole process's CPU" % sys.argv[2])
+else:
+    print("hold bench: a high process's %s us kernel, a low process's 10 us kernel held behind it "
+          "(GPUPRIO_MAX_HOLD_MS=0); median [min-max] over rounds" % sys.argv[2])
 print("%-10s %-28s %-28s %-30s" % ("config", "low CPU ms per held s", "high CPU ms per s",
                                      "reaction us (low start - high end)"))
 for cfg in ["native", "gpuprio", "gpuprio-b", "alone"]:
@@ -92,7 +128,10 @@ for cfg in ["native", "gpuprio", "gpuprio-b", "alone"]:
         continue
     low = [r["low"][0] / 1e6 / (r["low"][1] / 1e9) for r in runs if "low" in r]
     high = [r["high"][0] / 1e6 / (r["high"][1] / 1e9) for r in runs if "high" in r]
-    react = [(r["low"][2] - r["high"][3]) / 1e3 for r in runs if "low" in r and "high" in r]
+    if threads:  # one line: the low kernel's start and the high kernel's end
+        react = [(r["low"][2] - r["low"][3]) / 1e3 for r in runs if "low" in r]
+    else:
+        react = [(r["low"][2] - r["high"][3]) / 1e3 for r in runs if "low" in r and "high" in r]
     print("%-10s %-28s %-28s %-30s" % (cfg, fmt(low, ""), fmt(high, ""), fmt(react, "")))
 PY
 cat "$out/hold_bench.txt"
