@@ -4,17 +4,12 @@
 #include <time.h>
 
 #include <algorithm>
-#include <limits>
-#include <optional>
 
-#include "absl/algorithm/container.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "scheduler/backpressure.h"
 #include "scheduler/completion_marks.h"
-#include "scheduler/base/atomic_max.h"
 #include "scheduler/base/clock.h"
 #include "scheduler/base/log_throttle.h"
 #include "scheduler/base/logging.h"
@@ -42,8 +37,6 @@ constexpr int64_t kPollWindowNs = 1'000'000;
 constexpr int64_t kPollShareDivisor = 20;
 constexpr int64_t kPollBudgetCapNs = 5'000'000;
 
-using base::AtomicMax;
-
 // The shared segment's layout carries the priority range: the two must agree.
 static_assert(coordinator::kLowestPriority == kMinPriority);
 static_assert(coordinator::kHighestPriority == kMaxPriority);
@@ -68,7 +61,9 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       estimates_(options.default_estimate_ns),
       tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this),
       issuer_(device, driver, options, levels, observer, coordinator_.get(), directory, &queued_,
-              &estimates_, &tracker_, &placement_, &accounting_) {
+              &estimates_, &tracker_, &placement_, &accounting_),
+      policy_view_(options, levels, &accounting_, &estimates_, &tracker_, &placement_,
+                   coordinator_.get()) {
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
   }
@@ -139,47 +134,30 @@ void Dispatcher::Submit(Op* op) {
 void Dispatcher::Wake() { parking_.Wake(); }
 
 void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
-  AtomicMax(stream->direct_priority, priority);
-  // The flag is cleared by the dispatcher before it records its mark, so work issued after the
-  // mark sets it again and is listed again; work issued before is covered by the mark.
-  bool listed = false;
-  if (!stream->direct_unmarked.load(std::memory_order_seq_cst) &&
-      !stream->direct_unmarked.exchange(true, std::memory_order_seq_cst)) {
-    StreamState* head = direct_head_.load(std::memory_order_relaxed);
-    do {
-      stream->direct_next = head;
-    } while (!direct_head_.compare_exchange_weak(head, stream, std::memory_order_seq_cst,
-                                                 std::memory_order_relaxed));
-    listed = true;
-  }
-  if (coordinator_ != nullptr) {
-    coordinator_->CountDirect(priority);
-    // Published again after the listing: the dispatcher may have withdrawn the level between the
-    // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
-    // the level after it lists (all seq_cst), so one of the two sees the other.
-    coordinator_->NoteSubmit(priority, now_ns);
-    direct_in_progress_.fetch_sub(1, std::memory_order_seq_cst);
-    // A parked dispatcher adopts the work and watches for its end (once per listing, not per
-    // op) at once only where that matters: in a long park (the level would stay published for
-    // up to a second), or when another process holds work back, perhaps for this level. Else
-    // the dispatcher's next poll (options.peer_idle_poll_ns) adopts it: a wake-up per chain of
-    // a server's kernels, and the completion polls after it, compete with the server's own
-    // launches for the driver. Lists, then reads the long park's flag; ParkIdle sets it, then
-    // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
-    if (listed && coordinator_->PeersPresent() && parking_.Parked() &&
-        (parking_.InLongPark() || parking_.OnPeerWord() || AnyPeerHeld())) {
-      Wake();
-    }
+  const bool listed = direct_.List(stream, priority);
+  if (coordinator_ == nullptr) return;
+  coordinator_->CountDirect(priority);
+  // Published again after the listing: the dispatcher may have withdrawn the level between the
+  // client's PublishDirect and now. It checks the list after it withdraws, this thread checks
+  // the level after it lists (all seq_cst), so one of the two sees the other.
+  coordinator_->NoteSubmit(priority, now_ns);
+  direct_.EndIssue();
+  // A parked dispatcher adopts the work and watches for its end (once per listing, not per
+  // op) at once only where that matters: in a long park (the level would stay published for
+  // up to a second), or when another process holds work back, perhaps for this level. Else
+  // the dispatcher's next poll (options.peer_idle_poll_ns) adopts it: a wake-up per chain of
+  // a server's kernels, and the completion polls after it, compete with the server's own
+  // launches for the driver. Lists, then reads the long park's flag; ParkIdle sets it, then
+  // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
+  if (listed && coordinator_->PeersPresent() && parking_.Parked() &&
+      (parking_.InLongPark() || parking_.OnPeerWord() || AnyPeerHeld())) {
+    Wake();
   }
 }
 
 void Dispatcher::AdoptDirectWork(bool peers_held) {
-  StreamState* s = direct_head_.exchange(nullptr, std::memory_order_acquire);
   const int64_t now = SteadyNowNs();
-  while (s != nullptr) {
-    StreamState* next = s->direct_next;  // read first: once the flag is clear, s may be relisted
-    s->direct_unmarked.store(false, std::memory_order_seq_cst);
-    const int priority = s->direct_priority.load(std::memory_order_relaxed);
+  direct_.Adopt([&](StreamState* s, int priority) {
     StreamQueue& q = QueueFor(s);
     q.direct_uncovered = true;
     SetContext(s->context);
@@ -194,8 +172,7 @@ void Dispatcher::AdoptDirectWork(bool peers_held) {
       tracker_.Mark(&q);
       if (q.marks.size() > marks) CountActivity(direct_marks_);
     }
-    s = next;
-  }
+  });
 }
 
 CUresult Dispatcher::SetContext(CUcontext context) {
@@ -258,9 +235,7 @@ bool Dispatcher::TakeNewWork() {
   if (coordinator_ != nullptr) peer_drops_seen_ = coordinator_->PeerDrops();
   const bool drained = DrainInbox() != kNoPriority;
   // Before anything is admitted: work clients issued themselves counts as in flight.
-  if (direct_head_.load(std::memory_order_relaxed) != nullptr) {
-    AdoptDirectWork(PeersHeldThisRound());
-  }
+  if (direct_.Listed()) AdoptDirectWork(PeersHeldThisRound());
   if (recycler_.HasReleased()) CollectReleasedStreams();
   return drained;
 }
@@ -335,8 +310,7 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   // sleeps until a process lowers its level (the segment's futex word), bounded by the hold
   // bound of the oldest held op and by kHeldOnPeersParkNs (what else may end the hold is time:
   // a peer that dies or stops, a submit window that closes).
-  if (peers && tracker_.tracked().empty() && direct_head_.load(std::memory_order_seq_cst) == nullptr &&
-      held_priority_ != kNoPriority &&
+  if (peers && tracker_.tracked().empty() && !direct_.Listed() && held_priority_ != kNoPriority &&
       coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
               .highest_active > held_priority_) {
     int64_t timeout = kHeldOnPeersParkNs;
@@ -392,9 +366,7 @@ bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
       urgent = true;
       break;
     }
-    if (stop_.load(std::memory_order_seq_cst) ||
-        parking_.WakeRequested() ||
-        direct_head_.load(std::memory_order_seq_cst) != nullptr) {
+    if (stop_.load(std::memory_order_seq_cst) || parking_.WakeRequested() || direct_.Listed()) {
       break;
     }
     const int64_t left = deadline - SteadyNowNs();
@@ -509,15 +481,14 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
   const IsolationReport isolation = placement_.Report();
   // Work a client published but this thread has not counted yet (in the inbox, being issued
   // directly, or issued and not adopted) keeps the level up until the next round counts it. A
-  // client increments queued_ or direct_in_progress_ before it raises the level, and lists direct
-  // work before it decrements direct_in_progress_; this reads them in that order after the
-  // withdrawal (all seq_cst).
+  // client increments queued_ or begins its direct issue before it raises the level, and lists
+  // direct work before it ends the issue; this reads them in that order after the withdrawal (all
+  // seq_cst).
   peer_publisher_->Publish(
       now_ns, held, accounting_.levels(),
       [this](int64_t pending_ops) {
         return queued_.load(std::memory_order_seq_cst) > pending_ops ||
-               direct_in_progress_.load(std::memory_order_seq_cst) > 0 ||
-               direct_head_.load(std::memory_order_seq_cst) != nullptr;
+               direct_.IssuesInProgress() || direct_.Listed();
       },
       isolation);
 }
@@ -531,7 +502,7 @@ bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
       [&] {
         return !inbox_.Empty() || stop_.load(std::memory_order_seq_cst) ||
                (wake_for_released_streams && recycler_.HasReleased()) ||
-               (wake_for_direct_work && direct_head_.load(std::memory_order_seq_cst) != nullptr);
+               (wake_for_direct_work && direct_.Listed());
       },
       /*long_park=*/wake_for_direct_work);
 }
@@ -637,69 +608,6 @@ bool Dispatcher::IssueNext() {
   return false;
 }
 
-// The queries of the policy that cost more than a load, answered for `q`'s head.
-class Dispatcher::PolicyQueries final : public DeviceQueries {
- public:
-  PolicyQueries(Dispatcher* dispatcher, const StreamQueue* q, int64_t now_ns)
-      : dispatcher_(dispatcher), q_(q), now_ns_(now_ns) {}
-  uint64_t RunningBelowNs(int ceiling) const override {
-    return LevelAccounting::BelowCeilingRunningNs(dispatcher_->tracker_.tracked(), ceiling);
-  }
-  bool MoreImportantBehind(int priority) const override {
-    for (const Op* op : q_->pending) {
-      if (op->priority > priority) return true;
-    }
-    return false;
-  }
-  bool SharesSmsWithPeers() const override {
-    return dispatcher_->placement_.SharesSmsWithPeers();
-  }
-  int PeersEverCeiling(int floor) const override {
-    // An unbounded window: any level that ever submitted.
-    return dispatcher_->coordinator_
-        ->Peers(now_ns_, std::numeric_limits<int64_t>::max() / 2, floor)
-        .ceiling;
-  }
-
- private:
-  Dispatcher* const dispatcher_;
-  const StreamQueue* const q_;
-  const int64_t now_ns_;
-};
-
-DeviceSnapshot Dispatcher::Snapshot(const StreamQueue& q, int priority, int64_t now_ns,
-                                    const DeviceQueries* queries) const {
-  DeviceSnapshot d;
-  d.now_ns = now_ns;
-  d.local_ceiling = accounting_.Ceiling(now_ns);
-  d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
-  d.local_max_seen = levels_->MaxSeen();
-  for (const StreamQueue* other : active_) {
-    if (other != &q) {
-      d.highest_other_head = std::max(d.highest_other_head, other->pending.front()->priority);
-    }
-  }
-  d.levels = accounting_.levels();
-  d.queries = queries;
-  if (coordinator_ != nullptr) {
-    const coordinator::PeerState peers =
-        coordinator_->Peers(now_ns, options_.ceiling_window_ns, options_.unbudgeted_priority);
-    d.coordinated = true;
-    d.peers = {peers.highest_active, peers.ceiling};
-  }
-  d.confined_in_flight_ops = q.confined_in_flight_ops;
-  d.confined_in_flight_ns = q.confined_in_flight_ns;
-  if (q.confined_in_flight_ops > 0) {
-    for (const InFlight& f : q.in_flight) {
-      if (!f.confined) continue;
-      d.oldest_confined_issue_ns = f.issue_ns;
-      d.oldest_confined_estimate_ns = f.estimate_ns;
-      break;
-    }
-  }
-  return d;
-}
-
 Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns) {
   Op* op = q->pending.front();
   // An event wait whose record is still being submitted (counted, not yet in the inbox) is not
@@ -709,15 +617,9 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
     held_priority_ = kNoPriority;
   }
   const int64_t now = SteadyNowNs();
-  const PolicyQueries queries(this, q, now);
-  const DeviceSnapshot device = Snapshot(*q, op->priority, now, &queries);
-  OpView view;
-  view.priority = op->priority;
-  view.estimate_ns = estimates_.Estimate(op->cost_key, op->cost_hint_ns);
-  view.held_ns = op->held_since_ns != 0 ? now - op->held_since_ns : 0;
-  view.inherited = inherited;
-  view.home_only = op->home_only;
-  view.confinable = placement_.Confinable(op->cost_key);
+  const PolicyView::Queries queries(&policy_view_, q, now);
+  const DeviceSnapshot device = policy_view_.Snapshot(*q, op->priority, active_, now, &queries);
+  const OpView view = policy_view_.View(*op, inherited, now);
   // The partition is created the first time the policy wants it.
   const bool confine = WantsConfinement(view, device, options_) && placement_.EnsurePartition();
   const Decision decision = Decide(view, device, confine, options_);
@@ -785,38 +687,25 @@ void Dispatcher::CollectReleasedStreams() {
   const std::vector<StreamState*> released = recycler_.TakeReleased();
   // Work a client issued itself just before destroying the stream is adopted first, so the
   // state is no longer listed for adoption when it is recycled.
-  if (direct_head_.load(std::memory_order_acquire) != nullptr) {
-    AdoptDirectWork(PeersHeldThisRound());
-  }
-  std::vector<StreamState*> keep;  // still referenced: collected on a later round
-  std::vector<StreamState*> done;
-  for (StreamState* s : released) {
-    auto it = queues_.find(s);
-    if (it == queues_.end()) {
-      done.push_back(s);
-      continue;
-    }
-    StreamQueue& q = it->second;
-    if (!q.pending.empty() || s->direct_unmarked.load(std::memory_order_acquire)) {
-      keep.push_back(s);  // ops submitted after the destroy began: an application race
-      continue;
-    }
-    // Nothing more is recorded on a destroyed stream: its in-flight work counts as complete.
-    tracker_.Retire(&q, q.in_flight.size());
-    std::vector<CUevent> events = std::move(q.free_events);
-    for (const CompletionMark& m : q.marks) events.push_back(m.event);
-    if (q.last_completed != nullptr) events.push_back(q.last_completed);
-    // The watcher may still wait on it: the driver frees an event being waited on once the wait
-    // ends.
-    if (q.watch_event != nullptr) events.push_back(q.watch_event);
-    SetContext(s->context);
-    for (CUevent e : events) driver_.event_destroy(e);
-    tracker_.Untrack(&q);
-    placement_.Forget(&q);
-    queues_.erase(it);
-    done.push_back(s);
-  }
-  recycler_.Return(keep, done);
+  if (direct_.Listed()) AdoptDirectWork(PeersHeldThisRound());
+  recycler_.Return(released, [this](StreamState* s) { return LetGo(s); });
+}
+
+bool Dispatcher::LetGo(StreamState* s) {
+  auto it = queues_.find(s);
+  if (it == queues_.end()) return true;
+  StreamQueue& q = it->second;
+  // Ops submitted after the destroy began (an application race): collected on a later round.
+  if (!q.pending.empty() || s->direct_unmarked.load(std::memory_order_acquire)) return false;
+  // Nothing more is recorded on a destroyed stream: its in-flight work counts as complete.
+  tracker_.Retire(&q, q.in_flight.size());
+  const std::vector<CUevent> events = StreamRecycler::TakeEvents(&q);
+  SetContext(s->context);
+  for (CUevent e : events) driver_.event_destroy(e);
+  tracker_.Untrack(&q);
+  placement_.Forget(&q);
+  queues_.erase(it);
+  return true;
 }
 
 void Dispatcher::MarkAllUncovered(bool held, bool peers_held) {

@@ -29,6 +29,7 @@
 #include "scheduler/completion_marks.h"
 #include "scheduler/completion_tracker.h"
 #include "scheduler/completion_watcher.h"
+#include "scheduler/direct_work.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
 #include "scheduler/dispatcher_parking.h"
@@ -44,6 +45,7 @@
 #include "scheduler/op_observer.h"
 #include "scheduler/options.h"
 #include "scheduler/peer_publisher.h"
+#include "scheduler/policy_view.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/stream_queue.h"
 #include "scheduler/stream_recycler.h"
@@ -98,7 +100,7 @@ class Dispatcher {
   // not withdraw the level meanwhile (a launch may take milliseconds on a loaded machine).
   void PublishDirect(int priority) {
     if (coordinator_ == nullptr) return;
-    direct_in_progress_.fetch_add(1, std::memory_order_seq_cst);
+    direct_.BeginIssue();
     coordinator_->RaiseActive(priority);
   }
 
@@ -207,6 +209,9 @@ class Dispatcher {
   void SpinForWork(uint64_t duration_ns);
   void AbandonPending();
   void CollectReleasedStreams();
+  // Frees what the dispatcher kept for released stream `s` (its queue, pooled events), unless
+  // ops of it are still queued or unadopted; true when it let go of `s`.
+  bool LetGo(StreamState* s);
   // Queues every op in the inbox; returns the highest priority among them (kNoPriority: none).
   int DrainInbox();
   void Enqueue(Op* op);  // into its stream's queue
@@ -233,10 +238,6 @@ class Dispatcher {
   // Issues `q`'s head if the policy lets it (`inherited`: another op waits for it, which lends it
   // its priority: no rule holds it).
   Attempt TryIssue(StreamQueue* q, bool inherited, int64_t* room_due_ns);
-  // The policy's snapshot of this device for `q`'s head of `priority` (issue_policy.h).
-  class PolicyQueries;
-  DeviceSnapshot Snapshot(const StreamQueue& q, int priority, int64_t now_ns,
-                          const DeviceQueries* queries) const;
   // Takes `q`'s head `op` off the queues and issues it (op_issuer.h). `budget_ns`: the budget
   // the op was admitted under (0: unbudgeted); `confine`: issue it on the stream's twin.
   void Issue(StreamQueue* q, Op* op, uint64_t budget_ns, bool confine);
@@ -279,11 +280,9 @@ class Dispatcher {
   OpInbox inbox_;
   // Ops submitted and not yet issued (the fast path's test).
   std::atomic<int64_t> queued_{0};
-  // Streams with work their clients issued directly and no completion mark behind it yet
-  // (intrusive stack through StreamState::direct_next).
-  std::atomic<StreamState*> direct_head_{nullptr};
-  // Direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
-  std::atomic<int64_t> direct_in_progress_{0};
+  // Streams with work their clients issued directly and no completion mark behind it yet, and
+  // direct issues between PublishDirect and their listing in NoteDirect (with a coordinator).
+  DirectWorkList direct_;
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> direct_marks_{0};
@@ -333,6 +332,7 @@ class Dispatcher {
   // Completion marks on the streams' work in flight, their polls, the retired entries.
   CompletionTracker tracker_;
   OpIssuer issuer_;
+  PolicyView policy_view_;
   absl::node_hash_map<CUcontext, ContextLinks> contexts_;  // node-based: queues point in
 
   CUcontext current_context_ = nullptr;

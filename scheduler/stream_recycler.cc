@@ -32,4 +32,26 @@ void StreamRecycler::Return(const std::vector<StreamState*>& keep,
   for (StreamState* s : done) recycled_.push_back(s);
 }
 
+void StreamRecycler::Return(const std::vector<StreamState*>& released,
+                            absl::FunctionRef<bool(StreamState*)> let_go) {
+  std::vector<StreamState*> keep;
+  std::vector<StreamState*> done;
+  for (StreamState* s : released) (let_go(s) ? done : keep).push_back(s);
+  Return(keep, done);
+}
+
+std::vector<CUevent> StreamRecycler::TakeEvents(StreamQueue* q) {
+  std::vector<CUevent> events = std::move(q->free_events);
+  q->free_events.clear();
+  for (const CompletionMark& m : q->marks) events.push_back(m.event);
+  q->marks.clear();
+  if (q->last_completed != nullptr) events.push_back(q->last_completed);
+  q->last_completed = nullptr;
+  // The watcher may still wait on it: the driver frees an event being waited on once the wait
+  // ends.
+  if (q->watch_event != nullptr) events.push_back(q->watch_event);
+  q->watch_event = nullptr;
+  return events;
+}
+
 }  // namespace gpuprio::scheduler

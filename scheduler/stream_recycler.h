@@ -4,11 +4,15 @@
 #ifndef GPUPRIO_SCHEDULER_STREAM_RECYCLER_H_
 #define GPUPRIO_SCHEDULER_STREAM_RECYCLER_H_
 
+#include <cuda.h>
+
 #include <atomic>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "scheduler/stream_queue.h"
 #include "scheduler/stream_state.h"
 
 namespace gpuprio::scheduler {
@@ -29,6 +33,14 @@ class StreamRecycler {
   // Dispatcher, after TakeReleased: `keep` wait again (still referenced: collected on a later
   // round), `done` are ready for reuse.
   void Return(const std::vector<StreamState*>& keep, const std::vector<StreamState*>& done);
+  // Dispatcher, after TakeReleased: `let_go` lets go of each of `released` it no longer refers to
+  // (true: ready for reuse); the others wait for a later round.
+  void Return(const std::vector<StreamState*>& released,
+              absl::FunctionRef<bool(StreamState*)> let_go);
+
+  // Dispatcher: the events it kept for a released stream's queue (its pool, its completion marks,
+  // the last completed one, the watch event), taken out of the queue to be destroyed.
+  static std::vector<CUevent> TakeEvents(StreamQueue* q);
 
  private:
   absl::Mutex mu_;

@@ -1,0 +1,74 @@
+#include "scheduler/policy_view.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpuprio::scheduler {
+
+uint64_t PolicyView::Queries::RunningBelowNs(int ceiling) const {
+  return LevelAccounting::BelowCeilingRunningNs(view_->tracker_->tracked(), ceiling);
+}
+
+bool PolicyView::Queries::MoreImportantBehind(int priority) const {
+  for (const Op* op : q_->pending) {
+    if (op->priority > priority) return true;
+  }
+  return false;
+}
+
+bool PolicyView::Queries::SharesSmsWithPeers() const {
+  return view_->placement_->SharesSmsWithPeers();
+}
+
+int PolicyView::Queries::PeersEverCeiling(int floor) const {
+  // An unbounded window: any level that ever submitted.
+  return view_->coordinator_->Peers(now_ns_, std::numeric_limits<int64_t>::max() / 2, floor)
+      .ceiling;
+}
+
+OpView PolicyView::View(const Op& op, bool inherited, int64_t now_ns) const {
+  OpView view;
+  view.priority = op.priority;
+  view.estimate_ns = estimates_->Estimate(op.cost_key, op.cost_hint_ns);
+  view.held_ns = op.held_since_ns != 0 ? now_ns - op.held_since_ns : 0;
+  view.inherited = inherited;
+  view.home_only = op.home_only;
+  view.confinable = placement_->Confinable(op.cost_key);
+  return view;
+}
+
+DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
+                                    absl::Span<StreamQueue* const> active, int64_t now_ns,
+                                    const Queries* queries) const {
+  DeviceSnapshot d;
+  d.now_ns = now_ns;
+  d.local_ceiling = accounting_->Ceiling(now_ns);
+  d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
+  d.local_max_seen = levels_->MaxSeen();
+  for (const StreamQueue* other : active) {
+    if (other != &q) {
+      d.highest_other_head = std::max(d.highest_other_head, other->pending.front()->priority);
+    }
+  }
+  d.levels = accounting_->levels();
+  d.queries = queries;
+  if (coordinator_ != nullptr) {
+    const coordinator::PeerState peers =
+        coordinator_->Peers(now_ns, options_.ceiling_window_ns, options_.unbudgeted_priority);
+    d.coordinated = true;
+    d.peers = {peers.highest_active, peers.ceiling};
+  }
+  d.confined_in_flight_ops = q.confined_in_flight_ops;
+  d.confined_in_flight_ns = q.confined_in_flight_ns;
+  if (q.confined_in_flight_ops > 0) {
+    for (const InFlight& f : q.in_flight) {
+      if (!f.confined) continue;
+      d.oldest_confined_issue_ns = f.issue_ns;
+      d.oldest_confined_estimate_ns = f.estimate_ns;
+      break;
+    }
+  }
+  return d;
+}
+
+}  // namespace gpuprio::scheduler
