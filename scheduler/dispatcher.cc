@@ -34,8 +34,8 @@ constexpr int64_t kHeldOnPeersParkNs = 10'000'000;
 constexpr int64_t kWatchedParkNs = 10'000'000;
 // The watcher's wake-up comes 0.2-0.3 ms after the GPU reaches a blocking-sync event (H100,
 // driver 580), where polling every 50 us notices within 50 us: a wait for this process's own
-// work while other processes are involved is polled for its first kPollWindowNs, and handed to
-// the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
+// work that other processes wait on, or that holds back less important work of this process, is
+// polled for its first kPollWindowNs, and handed to the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
 // may take at most 1/kPollShareDivisor of the time (a budget of up to kPollBudgetCapNs that
 // refills at that rate): a process that waits on its work often, for short waits each, still
 // costs under 10 ms of CPU a second.
@@ -72,7 +72,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
   }
-  if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
+  if (driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
                                                    driver_.event_synchronize,
                                                    driver_.on_dispatcher_thread_start,
@@ -351,13 +351,27 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     *backoff_ns = 0;
     return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
   }
-  // Held until work of this process in flight ends: polled. (Not left to the watcher: its late
-  // wake-up idles the GPU between a budget's ops, and the watch events it records on a server
-  // thread's streams compete with that thread's launches: docs/decisions/2026-11-27-held-cpu.md.)
+  // Held until work of this process in flight ends. More important work (rules 1 and 3) is
+  // polled for the first kPollWindowNs of the hold, then left to the watcher: such a hold lasts
+  // as long as the more important work runs, and polling it cost 90 ms of CPU a second. A
+  // budget's ops are always polled: the watcher's late wake-up would idle the GPU between them
+  // (docs/decisions/2026-11-27-held-cpu.md).
+  const bool for_more_important = held_for_more_important_ && watcher_ != nullptr;
+  if (for_more_important && !PollWindowOpen(now, held_since_ns_) &&
+      WatchInFlight(held_priority_)) {
+    *backoff_ns = 0;
+    int64_t timeout = kWatchedParkNs;
+    if (options_.max_hold_ns != 0) {  // rule 1 lets go at the hold bound: be awake for it
+      timeout = std::min(timeout, held_since_ns_ + static_cast<int64_t>(options_.max_hold_ns) - now);
+    }
+    return ParkHeld(std::max<int64_t>(timeout, kMinBackoffNs));
+  }
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  return ParkHeld(*backoff_ns);
+  const bool urgent = ParkHeld(*backoff_ns);
+  if (for_more_important) SpendPollBudget(now);
+  return urgent;
 }
 
 bool Dispatcher::ParkHeld(int64_t timeout_ns) {
@@ -419,7 +433,7 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
     // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
     // (PollWindowOpen says why not at once). Either way the level is withdrawn right after.
     if (++*rounds == 1) poll_wait_since_ns_ = now;
-    if (!PollWindowOpen(now) && WatchInFlight()) {
+    if (!PollWindowOpen(now, poll_wait_since_ns_) && WatchInFlight(kNoPriority)) {
       // The timeout is a safety net, and the heartbeat's beat.
       *backoff_ns = 0;
       Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
@@ -449,26 +463,29 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
 }
 
-bool Dispatcher::PollWindowOpen(int64_t now_ns) {
+bool Dispatcher::PollWindowOpen(int64_t now_ns, int64_t wait_since_ns) {
   if (watcher_ == nullptr) return true;  // nothing else can notice the end
   poll_budget_ns_ = std::min<int64_t>(
       kPollBudgetCapNs, poll_budget_ns_ + (now_ns - poll_budget_at_ns_) / kPollShareDivisor);
   poll_budget_at_ns_ = now_ns;
-  return now_ns - poll_wait_since_ns_ < kPollWindowNs && poll_budget_ns_ > 0;
+  return now_ns - wait_since_ns < kPollWindowNs && poll_budget_ns_ > 0;
 }
 
 void Dispatcher::SpendPollBudget(int64_t since_ns) {
   if (watcher_ != nullptr) poll_budget_ns_ -= SteadyNowNs() - since_ns;
 }
 
-bool Dispatcher::WatchInFlight() {
+bool Dispatcher::WatchInFlight(int above_priority) {
   if (watcher_ == nullptr) return false;
   if (!watcher_->Idle()) return true;
   CUevent events[CompletionWatcher::kMaxEvents];
   size_t count = 0;
   CUcontext context = nullptr;
   for (StreamQueue* q : tracker_.tracked()) {
-    if (q->in_flight.empty()) continue;
+    if (std::none_of(q->in_flight.begin(), q->in_flight.end(),
+                     [&](const InFlight& f) { return f.priority > above_priority; })) {
+      continue;
+    }
     // The watcher waits in one context (an event may be waited on from any of its device's
     // contexts, but the thread needs one current).
     if (count == CompletionWatcher::kMaxEvents ||
@@ -634,6 +651,7 @@ uint64_t Dispatcher::BelowCeilingRunningNs(int ceiling) const {
 
 bool Dispatcher::IssueNext() {
   confined_wait_until_ns_ = 0;
+  held_for_more_important_ = false;
   if (active_.empty()) return false;
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
@@ -780,6 +798,9 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   }
   if (decision.verdict == Verdict::kHold) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
+    held_for_more_important_ =
+        decision.reason == Reason::kHigherPriority || decision.reason == Reason::kLongOp;
+    held_since_ns_ = op->held_since_ns;
     if (decision.reason != Reason::kTwinFull) return Attempt::kHeld;
     *room_due_ns = decision.look_again_ns;
     return Attempt::kTwinFull;
