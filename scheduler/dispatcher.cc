@@ -35,10 +35,10 @@ constexpr int64_t kWatchedParkNs = 10'000'000;
 // The watcher's wake-up comes 0.2-0.3 ms after the GPU reaches a blocking-sync event (H100,
 // driver 580), where polling every 50 us notices within 50 us: a wait for this process's own
 // work that other processes wait on, or that holds back less important work of this process, is
-// polled for its first kPollWindowNs, and handed to the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
-// may take at most 1/kPollShareDivisor of the time (a budget of up to kPollBudgetCapNs that
-// refills at that rate): a process that waits on its work often, for short waits each, still
-// costs under 10 ms of CPU a second.
+// polled for its first kPollWindowNs, and handed to the watcher only after. Polling costs about
+// 0.13 ms of CPU per millisecond, so polling windows may take at most 1/kPollShareDivisor of the
+// time (a budget of up to kPollBudgetCapNs that refills at that rate): a process that waits on its
+// work often, for short waits each, still costs under 10 ms of CPU a second.
 constexpr int64_t kPollWindowNs = 1'000'000;
 constexpr int64_t kPollShareDivisor = 20;
 constexpr int64_t kPollBudgetCapNs = 5'000'000;
