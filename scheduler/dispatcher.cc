@@ -34,14 +34,21 @@ constexpr int64_t kHeldOnPeersParkNs = 10'000'000;
 constexpr int64_t kWatchedParkNs = 10'000'000;
 // The watcher's wake-up comes 0.2-0.3 ms after the GPU reaches a blocking-sync event (H100,
 // driver 580), where polling every 50 us notices within 50 us: a wait for this process's own
-// work that other processes wait on, or that holds back less important work of this process, is
-// polled for its first kPollWindowNs, and handed to the watcher only after. Polling costs about
-// 0.13 ms of CPU per millisecond, so polling windows may take at most 1/kPollShareDivisor of the
-// time (a budget of up to kPollBudgetCapNs that refills at that rate): a process that waits on its
-// work often, for short waits each, still costs under 10 ms of CPU a second.
+// work while other processes are involved is polled for its first kPollWindowNs, and handed to
+// the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
+// may take at most 1/kPollShareDivisor of the time (a budget of up to kPollBudgetCapNs that
+// refills at that rate): a process that waits on its work often, for short waits each, still
+// costs under 10 ms of CPU a second.
 constexpr int64_t kPollWindowNs = 1'000'000;
 constexpr int64_t kPollShareDivisor = 20;
 constexpr int64_t kPollBudgetCapNs = 5'000'000;
+// The same for less important work of this process held back by more important work in flight
+// (rules 1 and 3), but polled longer and without a budget: here the late wake-up is GPU time the
+// held work loses, where polling costs one thread's CPU (one dispatcher per device, however many
+// threads wait). On an H100 a 1 ms polling window cost a batch job beside a server of 1 ms chains
+// every 10 ms 3.5% of its throughput (2 ms kernels, isolation off); a hold longer than this window
+// is one the server's work itself takes long to end, and the watcher's 0.25 ms is a small share.
+constexpr int64_t kLocalHoldPollWindowNs = 5'000'000;
 
 using base::AtomicMax;
 
@@ -352,13 +359,12 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
   }
   // Held until work of this process in flight ends. More important work (rules 1 and 3) is
-  // polled for the first kPollWindowNs of the hold, then left to the watcher: such a hold lasts
-  // as long as the more important work runs, and polling it cost 90 ms of CPU a second. A
-  // budget's ops are always polled: the watcher's late wake-up would idle the GPU between them
-  // (docs/decisions/2026-11-27-held-cpu.md).
-  const bool for_more_important = held_for_more_important_ && watcher_ != nullptr;
-  if (for_more_important && !PollWindowOpen(now, held_since_ns_) &&
-      WatchInFlight(held_priority_)) {
+  // polled for the first kLocalHoldPollWindowNs of the hold, then left to the watcher: such a
+  // hold lasts as long as the more important work runs, and polling it cost 40-90 ms of CPU a
+  // second. A budget's ops are always polled: the watcher's late wake-up would idle the GPU
+  // between them (docs/decisions/2026-11-27-held-cpu.md).
+  if (held_for_more_important_ && watcher_ != nullptr &&
+      now - held_since_ns_ >= kLocalHoldPollWindowNs && WatchInFlight(held_priority_)) {
     *backoff_ns = 0;
     int64_t timeout = kWatchedParkNs;
     if (options_.max_hold_ns != 0) {  // rule 1 lets go at the hold bound: be awake for it
@@ -369,9 +375,7 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  const bool urgent = ParkHeld(*backoff_ns);
-  if (for_more_important) SpendPollBudget(now);
-  return urgent;
+  return ParkHeld(*backoff_ns);
 }
 
 bool Dispatcher::ParkHeld(int64_t timeout_ns) {
@@ -433,7 +437,7 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
     // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
     // (PollWindowOpen says why not at once). Either way the level is withdrawn right after.
     if (++*rounds == 1) poll_wait_since_ns_ = now;
-    if (!PollWindowOpen(now, poll_wait_since_ns_) && WatchInFlight(kNoPriority)) {
+    if (!PollWindowOpen(now) && WatchInFlight(kNoPriority)) {
       // The timeout is a safety net, and the heartbeat's beat.
       *backoff_ns = 0;
       Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
@@ -463,12 +467,12 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
   Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
 }
 
-bool Dispatcher::PollWindowOpen(int64_t now_ns, int64_t wait_since_ns) {
+bool Dispatcher::PollWindowOpen(int64_t now_ns) {
   if (watcher_ == nullptr) return true;  // nothing else can notice the end
   poll_budget_ns_ = std::min<int64_t>(
       kPollBudgetCapNs, poll_budget_ns_ + (now_ns - poll_budget_at_ns_) / kPollShareDivisor);
   poll_budget_at_ns_ = now_ns;
-  return now_ns - wait_since_ns < kPollWindowNs && poll_budget_ns_ > 0;
+  return now_ns - poll_wait_since_ns_ < kPollWindowNs && poll_budget_ns_ > 0;
 }
 
 void Dispatcher::SpendPollBudget(int64_t since_ns) {

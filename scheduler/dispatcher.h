@@ -185,15 +185,15 @@ class Dispatcher {
   bool ParkHeldOnPeers(int64_t timeout_ns);
   // Other processes wait on this one's work in flight, or it holds back less important work of
   // this process: a watch event behind it on each stream with work in flight above
-  // `above_priority`, handed to the watcher, whose wake-up ends the park. True when a watch covers work in flight
-  // (this one, or an earlier one still waiting: its end wakes the thread, which watches again);
-  // false where none can (no watcher, too many streams or contexts, a driver error): then the
-  // work's end is polled.
+  // `above_priority`, handed to the watcher, whose wake-up ends the park. True when a watch
+  // covers work in flight (this one, or an earlier one still waiting: its end wakes the thread,
+  // which watches again); false where none can (no watcher, too many streams or contexts, a
+  // driver error): then the work's end is polled.
   bool WatchInFlight(int above_priority);
-  // Whether a wait for this process's own work that began at `wait_since_ns` is still in
+  // Whether a wait for this process's own work that began at poll_wait_since_ns_ is still in
   // its polling window (and the polling budget allows it); SpendPollBudget charges the polling
   // sleep that began at `since_ns` to the budget.
-  bool PollWindowOpen(int64_t now_ns, int64_t wait_since_ns);
+  bool PollWindowOpen(int64_t now_ns);
   void SpendPollBudget(int64_t since_ns);
   static void WakeFromWatcher(void* dispatcher);
   static void WakePeerWord(void* dispatcher);

@@ -337,8 +337,8 @@ TEST_CASE("A process held back by another sleeps until that process's level drop
 TEST_CASE("A thread held back by another thread's work in flight sleeps until that work ends",
           "[coordinator]") {
   // Within one process the dispatcher polled the end of the high thread's kernel every 20-200 us
-  // for as long as it held the low thread's work (86-100 ms of CPU a second); after its first
-  // millisecond the wait is now the watcher's, asleep in the driver. Without isolation, so that
+  // for as long as it held the low thread's work (68 ms of CPU a second here); after its first
+  // 5 ms the wait is now the watcher's, asleep in the driver. Without isolation, so that
   // the low kernel is held rather than confined. Bounds as above: loose for a loaded machine.
   Env extra = {{"GPUPRIO_ISOLATION", "off"}, {"GPUPRIO_MAX_HOLD_MS", "0"}};
   auto env = ClientEnv("schedule", std::move(extra));
