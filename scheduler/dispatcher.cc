@@ -36,6 +36,13 @@ constexpr int64_t kWatchedParkNs = 10'000'000;
 constexpr int64_t kPollWindowNs = 1'000'000;
 constexpr int64_t kPollShareDivisor = 20;
 constexpr int64_t kPollBudgetCapNs = 5'000'000;
+// The same for less important work of this process held back by more important work in flight
+// (rules 1 and 3), but polled longer and without a budget: here the late wake-up is GPU time the
+// held work loses, where polling costs one thread's CPU (one dispatcher per device, however many
+// threads wait). On an H100 a 1 ms polling window cost a batch job beside a server of 1 ms chains
+// every 10 ms 3.5% of its throughput (2 ms kernels, isolation off); a hold longer than this window
+// is one the server's work itself takes long to end, and the watcher's 0.25 ms is a small share.
+constexpr int64_t kLocalHoldPollWindowNs = 5'000'000;
 
 // The shared segment's layout carries the priority range: the two must agree.
 static_assert(coordinator::kLowestPriority == kMinPriority);
@@ -67,7 +74,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
   }
-  if (coordinator_ != nullptr && driver_.event_synchronize != nullptr) {
+  if (driver_.event_synchronize != nullptr) {
     watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
                                                    driver_.event_synchronize,
                                                    driver_.on_dispatcher_thread_start,
@@ -325,9 +332,20 @@ bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
     *backoff_ns = 0;
     return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
   }
-  // Held until work of this process in flight ends: polled. (Not left to the watcher: its late
-  // wake-up idles the GPU between a budget's ops, and the watch events it records on a server
-  // thread's streams compete with that thread's launches: docs/decisions/2026-11-27-held-cpu.md.)
+  // Held until work of this process in flight ends. More important work (rules 1 and 3) is
+  // polled for the first kLocalHoldPollWindowNs of the hold, then left to the watcher: such a
+  // hold lasts as long as the more important work runs, and polling it cost 40-90 ms of CPU a
+  // second. A budget's ops are always polled: the watcher's late wake-up would idle the GPU
+  // between them (docs/decisions/2026-11-27-held-cpu.md).
+  if (held_for_more_important_ && watcher_ != nullptr &&
+      now - held_since_ns_ >= kLocalHoldPollWindowNs && WatchInFlight(held_priority_)) {
+    *backoff_ns = 0;
+    int64_t timeout = kWatchedParkNs;
+    if (options_.max_hold_ns != 0) {  // rule 1 lets go at the hold bound: be awake for it
+      timeout = std::min(timeout, held_since_ns_ + static_cast<int64_t>(options_.max_hold_ns) - now);
+    }
+    return ParkHeld(std::max<int64_t>(timeout, kMinBackoffNs));
+  }
   const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
                              : options_.max_held_sleep_ns;
   *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
@@ -391,7 +409,7 @@ void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
     // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
     // (PollWindowOpen says why not at once). Either way the level is withdrawn right after.
     if (++*rounds == 1) poll_wait_since_ns_ = now;
-    if (!PollWindowOpen(now) && WatchInFlight()) {
+    if (!PollWindowOpen(now) && WatchInFlight(kNoPriority)) {
       // The timeout is a safety net, and the heartbeat's beat.
       *backoff_ns = 0;
       Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
@@ -433,14 +451,17 @@ void Dispatcher::SpendPollBudget(int64_t since_ns) {
   if (watcher_ != nullptr) poll_budget_ns_ -= SteadyNowNs() - since_ns;
 }
 
-bool Dispatcher::WatchInFlight() {
+bool Dispatcher::WatchInFlight(int above_priority) {
   if (watcher_ == nullptr) return false;
   if (!watcher_->Idle()) return true;
   CUevent events[CompletionWatcher::kMaxEvents];
   size_t count = 0;
   CUcontext context = nullptr;
   for (StreamQueue* q : tracker_.tracked()) {
-    if (q->in_flight.empty()) continue;
+    if (std::none_of(q->in_flight.begin(), q->in_flight.end(),
+                     [&](const InFlight& f) { return f.priority > above_priority; })) {
+      continue;
+    }
     // The watcher waits in one context (an event may be waited on from any of its device's
     // contexts, but the thread needs one current).
     if (count == CompletionWatcher::kMaxEvents ||
@@ -551,6 +572,7 @@ void Dispatcher::Enqueue(Op* op) {
 
 bool Dispatcher::IssueNext() {
   confined_wait_until_ns_ = 0;
+  held_for_more_important_ = false;
   if (active_.empty()) return false;
   // The most important head (another device's op waiting for it lends it its priority), then
   // what must go first for it to be correct, whatever its priority (priority inheritance): the
@@ -628,6 +650,9 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   }
   if (decision.verdict == Verdict::kHold) {
     if (op->held_since_ns == 0) op->held_since_ns = now;
+    held_for_more_important_ =
+        decision.reason == Reason::kHigherPriority || decision.reason == Reason::kLongOp;
+    held_since_ns_ = op->held_since_ns;
     if (decision.reason != Reason::kTwinFull) return Attempt::kHeld;
     *room_due_ns = decision.look_again_ns;
     return Attempt::kTwinFull;

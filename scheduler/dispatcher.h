@@ -187,12 +187,13 @@ class Dispatcher {
   // process lowers its level, work above the held op is submitted, a wake-up is asked for, or
   // `timeout_ns` passes. No polling: a held process costs no CPU while it waits.
   bool ParkHeldOnPeers(int64_t timeout_ns);
-  // Other processes wait on this one's work in flight: a watch event behind it on each stream,
-  // handed to the watcher, whose wake-up ends the park. True when a watch covers work in flight
-  // (this one, or an earlier one still waiting: its end wakes the thread, which watches again);
-  // false where none can (no watcher, too many streams or contexts, a driver error): then the
-  // work's end is polled.
-  bool WatchInFlight();
+  // Other processes wait on this one's work in flight, or it holds back less important work of
+  // this process: a watch event behind it on each stream with work in flight above
+  // `above_priority`, handed to the watcher, whose wake-up ends the park. True when a watch
+  // covers work in flight (this one, or an earlier one still waiting: its end wakes the thread,
+  // which watches again); false where none can (no watcher, too many streams or contexts, a
+  // driver error): then the work's end is polled.
+  bool WatchInFlight(int above_priority);
   // Whether a wait for this process's own work that began at poll_wait_since_ns_ is still in
   // its polling window (and the polling budget allows it); SpendPollBudget charges the polling
   // sleep that began at `since_ns` to the budget.
@@ -346,6 +347,11 @@ class Dispatcher {
   // The priority of the op IssueNext last found the policy holding (the most important one
   // ready to go); meaningful while active_ is not empty after a round that issued nothing.
   int held_priority_ = kNoPriority;
+  // Whether the policy held that op for more important work (rules 1 and 3), not for its
+  // level's budget, and since when (the op's held_since_ns): WaitWhileHeld leaves the end of
+  // such a hold to the watcher once it outlasts the polling window.
+  bool held_for_more_important_ = false;
+  int64_t held_since_ns_ = 0;
   // PeersHeldThisRound's reading: -1 until it is read in the current round.
   int peers_held_this_round_ = -1;
 };

@@ -22,6 +22,12 @@
 //       "cpu_ns C wall_ns W start_ns S end_ns E": the process's CPU time (all threads) and the
 //       wall time from just after the launch (high) or just before it (low) to the kernel's end
 //       seen by the query, and when its kernel ran on the fake device (CLOCK_MONOTONIC).
+//   coord_client hold-threads KERNEL_US
+//       the same hold within one process: a high thread (priority 1) launches one sleep kernel of
+//       KERNEL_US, then a low thread (priority -1) one 10 us kernel on a stream of its own, each
+//       awaited with a stream query every 2 ms. Prints one line as above: the process's CPU and
+//       wall time from the low launch to the low kernel's end seen by its query, the low kernel's
+//       start and the high kernel's end.
 #include <cuda.h>
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -31,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
@@ -200,7 +207,63 @@ int Hold(char** argv) {
 
 }  // namespace
 
+// The first and the last sleep_ns execution of the fake device's log (for a one-process hold:
+// the high kernel starts first, the low one runs last).
+fakecuda_exec_record SleepExecution(bool last) {
+  fakecuda_exec_record e{};
+  const uint64_t n = fakecuda_exec_count();
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = last ? n - 1 - k : k;
+    Check(fakecuda_get_exec(i, &e) == 0, "exec log");
+    if (std::strcmp(e.what, "sleep_ns") == 0) return e;
+  }
+  Check(false, "a sleep kernel's execution");
+  return e;
+}
+
+void AwaitStream(CUstream s) {
+  CUresult r;
+  while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) usleep(2000);
+  CheckCu(r, "cuStreamQuery");
+}
+
+int HoldThreads(char** argv) {
+  const uint64_t kernel_ns = std::strtoull(argv[2], nullptr, 10) * 1000;
+  const sched_client::Driver d = sched_client::InitDriver();
+  CUfunction f = sched_client::Function(d.module, "sleep_ns");
+  CUstream high_stream, low_stream;
+  CheckCu(cuStreamCreate(&high_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CheckCu(cuStreamCreate(&low_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::thread high([&] {
+    CheckCu(cuCtxSetCurrent(d.ctx), "cuCtxSetCurrent");
+    sched_client::SetThreadPriority(1);
+    Launch(f, high_stream, kernel_ns);
+  });
+  high.join();  // launched: the high level is active from here to the kernel's end
+  int64_t wall = 0, cpu = 0;
+  std::thread low([&] {
+    CheckCu(cuCtxSetCurrent(d.ctx), "cuCtxSetCurrent");
+    sched_client::SetThreadPriority(-1);
+    const int64_t wall0 = NowNs();
+    const int64_t cpu0 = ProcessCpuNs();
+    Launch(f, low_stream, 10'000);
+    AwaitStream(low_stream);
+    wall = NowNs() - wall0;
+    cpu = ProcessCpuNs() - cpu0;
+  });
+  low.join();
+  AwaitStream(high_stream);
+  const fakecuda_exec_record high_exec = SleepExecution(/*last=*/false);
+  const fakecuda_exec_record low_exec = SleepExecution(/*last=*/true);
+  std::printf("cpu_ns %lld wall_ns %lld start_ns %lld end_ns %lld\n", static_cast<long long>(cpu),
+              static_cast<long long>(wall), static_cast<long long>(low_exec.start_ns),
+              static_cast<long long>(high_exec.end_ns));
+  std::fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "hold-threads") == 0) return HoldThreads(argv);
   if (argc == 5 && std::strcmp(argv[1], "hold") == 0) return Hold(argv);
   if (argc == 7 && std::strcmp(argv[1], "burst") == 0) return Burst(argv);
   if (argc == 5 && std::strcmp(argv[1], "stream") == 0) return Stream(argv);

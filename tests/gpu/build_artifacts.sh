@@ -4,6 +4,7 @@
 #   .gpu/libgpuprio.so          bazel build -c opt //hook:libgpuprio.so
 #   .gpu/driver_api_program     tests/gpu/driver_api_program.cu (+ embedded driver_api_kernels.cu)
 #   .gpu/launch_rate            tools/bench/launch_rate.cu
+#   .gpu/hold_probe             tools/bench/hold_probe.cu (tools/bench/run_hold_bench.sh)
 #   .gpu/interference           tools/bench/interference.cu (the in-process form, and with --role
 #                               high|low the two-process one: tools/bench/run_two_process_bench.sh)
 # The PyTorch two-process benchmark (tools/bench/torch_two_process.py) needs nothing built but the library.
@@ -88,6 +89,10 @@ say "nvcc: launch_rate.cu -> .gpu/launch_rate (-lcuda, static CUDA runtime)"
 say "nvcc: interference.cu -> .gpu/interference (-lcuda, static CUDA runtime)"
 "$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
   -o "$out/interference" tools/bench/interference.cu -lcuda -lpthread
+
+say "nvcc: hold_probe.cu -> .gpu/hold_probe (static CUDA runtime)"
+"$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
+  -o "$out/hold_probe" tools/bench/hold_probe.cu -lpthread -ldl
 
 # Nothing here may depend on a libcuda other than the driver's libcuda.so.1.
 for p in "$out/driver_api_program" "$out/launch_rate" "$out/interference"; do

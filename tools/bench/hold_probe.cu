@@ -5,6 +5,12 @@
 //                                          is that it is in flight), then READY_FILE created once
 //                                          its launch returned (its level is published);
 //   hold_probe low READY_FILE              waits for READY_FILE, then one 10 us kernel.
+//   hold_probe threads KERNEL_US           both in one process: a high thread (gpuprio priority 1,
+//                                          when libgpuprio.so is loaded) launches the long kernel,
+//                                          then a low thread (priority -1) the short one on a
+//                                          stream of its own. Prints one line: the process's CPU
+//                                          and wall time over the low thread's wait, the low
+//                                          kernel's start and the high kernel's end.
 // Both warm up first; high launches only once low has (READY_FILE.low).
 // Each awaits its kernel's end with a stream query every 2 ms (so its own waiting costs little)
 // and prints one line: "cpu_ns C wall_ns W start_ns S end_ns E": the process's CPU time (every
@@ -16,6 +22,7 @@
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -65,11 +73,66 @@ void Check(cudaError_t e, const char* what) {
   }
 }
 
+// gpuprio's per-thread priority, when the library is loaded (natively a no-op).
+void SetThreadPriority(int priority) {
+  using Fn = int (*)(int);
+  const auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "gpuprio_set_thread_priority"));
+  if (fn != nullptr && fn(priority) != 0) {
+    std::fprintf(stderr, "hold_probe: gpuprio_set_thread_priority(%d) failed\n", priority);
+    std::exit(1);
+  }
+}
+
+void Await(cudaStream_t s) {
+  cudaError_t e;
+  while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) usleep(2000);
+  Check(e, "cudaStreamQuery");
+}
+
+int Threads(unsigned long long duration_ns) {
+  Check(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t high_stream, low_stream;
+  Check(cudaStreamCreateWithFlags(&high_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  Check(cudaStreamCreateWithFlags(&low_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  unsigned long long* times;
+  Check(cudaMalloc(&times, 4 * sizeof(unsigned long long)), "cudaMalloc");
+  long long wall = 0, cpu = 0;
+  std::thread high([&] {
+    Check(cudaSetDevice(0), "cudaSetDevice");
+    SetThreadPriority(1);
+    Spin<<<1, 1, 0, high_stream>>>(1000, times);  // warm-up
+    Check(cudaStreamSynchronize(high_stream), "warm-up");
+    Spin<<<1, 1, 0, high_stream>>>(duration_ns, times);
+    Check(cudaGetLastError(), "launch");
+  });
+  high.join();  // the long kernel is in flight
+  std::thread low([&] {
+    Check(cudaSetDevice(0), "cudaSetDevice");
+    SetThreadPriority(-1);
+    const long long wall0 = NowNs(), cpu0 = CpuNs();
+    Spin<<<1, 1, 0, low_stream>>>(10000, times + 2);
+    Check(cudaGetLastError(), "launch");
+    Await(low_stream);
+    wall = NowNs() - wall0;
+    cpu = CpuNs() - cpu0;
+  });
+  low.join();
+  Await(high_stream);
+  unsigned long long t[4];
+  Check(cudaMemcpy(t, times, sizeof(t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::printf("cpu_ns %lld wall_ns %lld start_ns %llu end_ns %llu\n", cpu, wall, t[2], t[1]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "threads") == 0) {
+    return Threads(std::strtoull(argv[2], nullptr, 10) * 1000ULL);
+  }
   if (argc < 3 || (std::strcmp(argv[1], "high") == 0 && argc != 4)) {
-    std::fprintf(stderr, "usage: hold_probe high READY_FILE KERNEL_US | hold_probe low READY_FILE\n");
+    std::fprintf(stderr, "usage: hold_probe high READY_FILE KERNEL_US | hold_probe low READY_FILE | "
+                 "hold_probe threads KERNEL_US\n");
     return 2;
   }
   const bool high = std::strcmp(argv[1], "high") == 0;
