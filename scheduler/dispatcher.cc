@@ -19,31 +19,6 @@ namespace gpuprio::scheduler {
 using base::SteadyNowNs;
 namespace {
 
-// The longest sleep on another process's level (ParkHeldOnPeers): what may end such a hold
-// without a level being lowered -- the holder dying or stopping, a submit window closing -- is
-// noticed this much later at most. A hundred wake-ups a second at most while held.
-constexpr int64_t kHeldOnPeersParkNs = 10'000'000;
-// The longest park while the watcher waits for this process's work that others wait on: the
-// heartbeat's beat, and the bound on a wake-up lost in the driver.
-constexpr int64_t kWatchedParkNs = 10'000'000;
-// The watcher's wake-up comes 0.2-0.3 ms after the GPU reaches a blocking-sync event (H100,
-// driver 580), where polling every 50 us notices within 50 us: a wait for this process's own
-// work while other processes are involved is polled for its first kPollWindowNs, and handed to
-// the watcher only after. Polling costs about 0.13 ms of CPU per millisecond, so polling windows
-// may take at most 1/kPollShareDivisor of the time (a budget of up to kPollBudgetCapNs that
-// refills at that rate): a process that waits on its work often, for short waits each, still
-// costs under 10 ms of CPU a second.
-constexpr int64_t kPollWindowNs = 1'000'000;
-constexpr int64_t kPollShareDivisor = 20;
-constexpr int64_t kPollBudgetCapNs = 5'000'000;
-// The same for less important work of this process held back by more important work in flight
-// (rules 1 and 3), but polled longer and without a budget: here the late wake-up is GPU time the
-// held work loses, where polling costs one thread's CPU (one dispatcher per device, however many
-// threads wait). On an H100 a 1 ms polling window cost a batch job beside a server of 1 ms chains
-// every 10 ms 3.5% of its throughput (2 ms kernels, isolation off); a hold longer than this window
-// is one the server's work itself takes long to end, and the watcher's 0.25 ms is a small share.
-constexpr int64_t kLocalHoldPollWindowNs = 5'000'000;
-
 // The shared segment's layout carries the priority range: the two must agree.
 static_assert(coordinator::kLowestPriority == kMinPriority);
 static_assert(coordinator::kHighestPriority == kMaxPriority);
@@ -64,21 +39,22 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       coordinator_(std::move(coordinator)),
       parking_(&Dispatcher::WakePeerWord, this),
       placement_(device, driver, options.reserved_sms, &record_mu_),
+      watcher_(driver.event_synchronize == nullptr
+                   ? nullptr
+                   : std::make_unique<CompletionWatcher>(
+                         driver.ctx_set_current, driver.event_synchronize,
+                         driver.on_dispatcher_thread_start, &Dispatcher::WakeFromWatcher, this)),
       accounting_(device, options, levels, observer),
       estimates_(options.default_estimate_ns),
       tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this),
       issuer_(device, driver, options, levels, observer, coordinator_.get(), directory, &queued_,
               &estimates_, &tracker_, &placement_, &accounting_),
       policy_view_(options, levels, &accounting_, &estimates_, &tracker_, &placement_,
-                   coordinator_.get()) {
+                   coordinator_.get()),
+      waits_(this, options_, &parking_, &inbox_, &stop_, &direct_, &recycler_, &tracker_,
+             coordinator_.get(), watcher_.get()) {
   if (coordinator_ != nullptr) {
     peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
-  }
-  if (driver_.event_synchronize != nullptr) {
-    watcher_ = std::make_unique<CompletionWatcher>(driver_.ctx_set_current,
-                                                   driver_.event_synchronize,
-                                                   driver_.on_dispatcher_thread_start,
-                                                   &Dispatcher::WakeFromWatcher, this);
   }
   Start();
 }
@@ -204,7 +180,7 @@ void Dispatcher::Run() {
   if (driver_.on_dispatcher_thread_start != nullptr) driver_.on_dispatcher_thread_start();
   if (observer_ != nullptr) observer_->OnDispatcherStart(device_);
   current_context_ = nullptr;  // a new thread has no current context (Stop/Start: capture)
-  Backoff backoff;
+  WaitBackoff backoff;
   last_progress_ns_ = SteadyNowNs();
   for (;;) {
     const bool drained = TakeNewWork();
@@ -214,7 +190,7 @@ void Dispatcher::Run() {
     while (IssueNext()) issued = true;
     if (issued || completed) last_progress_ns_ = SteadyNowNs();
     if (drained || issued || completed) {
-      backoff = Backoff();
+      backoff = WaitBackoff();
       if (drained || issued) continue;
     }
     if (!active_.empty()) {
@@ -239,7 +215,7 @@ void Dispatcher::Run() {
 
 bool Dispatcher::TakeNewWork() {
   peers_held_this_round_ = -1;
-  if (coordinator_ != nullptr) peer_drops_seen_ = coordinator_->PeerDrops();
+  waits_.BeginRound();
   const bool drained = DrainInbox() != kNoPriority;
   // Before anything is admitted: work clients issued themselves counts as in flight.
   if (direct_.Listed()) AdoptDirectWork(PeersHeldThisRound());
@@ -247,7 +223,7 @@ bool Dispatcher::TakeNewWork() {
   return drained;
 }
 
-void Dispatcher::WaitHeldRound(Backoff* backoff) {
+void Dispatcher::WaitHeldRound(WaitBackoff* backoff) {
   // At exit, a GPU that completes nothing must not keep the process alive forever.
   if (stop_.load(std::memory_order_seq_cst) && stop_bounded_.load(std::memory_order_seq_cst) &&
       SteadyNowNs() - last_progress_ns_ > static_cast<int64_t>(options_.stop_stall_timeout_ns)) {
@@ -258,7 +234,9 @@ void Dispatcher::WaitHeldRound(Backoff* backoff) {
   if (coordinator_ != nullptr) {
     PublishToPeers(SteadyNowNs(), /*held=*/confined_wait_until_ns_ == 0);
   }
-  if (WaitWhileHeld(&backoff->rounds, &backoff->sleep_ns)) {
+  const DispatcherWaits::Held held{confined_wait_until_ns_, held_priority_,
+                                   held_for_more_important_, held_since_ns_};
+  if (waits_.WaitWhileHeld(held, active_, backoff)) {
     // More important work arrived (queued by the wait itself): its own wait, if it is held too,
     // starts from the spin.
     backoff->rounds = 0;
@@ -266,13 +244,13 @@ void Dispatcher::WaitHeldRound(Backoff* backoff) {
   }
 }
 
-void Dispatcher::WaitIdleRound(Backoff* backoff) {
+void Dispatcher::WaitIdleRound(WaitBackoff* backoff) {
   if (backoff->idle_since_ns < 0) {
     // Spin a little for new work before parking, watching the inbox alone: a full round per
     // spin would query completion events in a tight loop, driver calls that compete with the
     // client threads' own launches (a server's chain of kernels, issued on the fast path).
     backoff->idle_since_ns = SteadyNowNs();
-    SpinForWork(options_.spin_before_park_ns);
+    waits_.SpinForWork(options_.spin_before_park_ns);
     return;  // one more round (new work, direct work, completions) before parking
   }
   // Park. Work in flight gets completion marks first so its end is observed on wake-up. No
@@ -281,217 +259,26 @@ void Dispatcher::WaitIdleRound(Backoff* backoff) {
   // driver.
   MarkAllUncovered(/*held=*/false, /*peers_held=*/false);
   if (coordinator_ != nullptr) {
-    ParkIdle(&backoff->rounds, &backoff->sleep_ns);
+    const int64_t now = SteadyNowNs();
+    PublishToPeers(now, /*held=*/false);
+    waits_.ParkIdle(now, HighestLocalActive() != kNoPriority, backoff);
     return;  // idle_since_ns stays: the spin is not repeated after every poll
   }
-  Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
+  waits_.Park(absl::InfiniteDuration(), /*wake_for_released_streams=*/true);
   backoff->idle_since_ns = -1;
 }
 
-bool Dispatcher::WaitWhileHeld(int* rounds, int64_t* backoff_ns) {
-  // A completion that frees budget usually follows within microseconds of the last one when
-  // kernels are short: spin a little, then sleep with a growing interval. The cap bounds how late
-  // a completion is noticed; the budget keeps more work than that queued on the GPU, so the late
-  // notice costs no GPU time (estimates are not trusted for this: an unmeasured kernel counts as
-  // a whole budget, and sleeping on it would idle the GPU).
-  constexpr int kSpinRounds = 8;
-  constexpr int64_t kMinBackoffNs = 20'000;
-  // Held by the confined queue bound: nothing to notice before room is due (IssueNext says
-  // when; work that could go first still wakes the thread at once). Past that, the usual
-  // polling, from its shortest interval.
-  const int64_t until = confined_wait_until_ns_;
-  const int64_t now = SteadyNowNs();
-  if (until - now > kMinBackoffNs) {
-    *backoff_ns = 0;
-    return ParkHeld(std::min<int64_t>(until - now, kMaxConfinedSleepNs));
-  }
-  if (++*rounds <= kSpinRounds) {
-    for (int i = 0; i < 64; ++i) CpuRelax();
+bool Dispatcher::RecordWatchEvent(StreamQueue* q) {
+  if (SetContext(q->state->context) != CUDA_SUCCESS) return false;
+  absl::MutexLock lock(&record_mu_);
+  if (IsDestroyed(q->state)) return false;
+  if (q->watch_event == nullptr &&
+      driver_.event_create(&q->watch_event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) !=
+          CUDA_SUCCESS) {
+    q->watch_event = nullptr;
     return false;
   }
-  // Held while other processes are attached (by them, or for a budget their level set): the
-  // GPU idles for both until the change is noticed, so it is polled more often.
-  const bool peers = coordinator_ != nullptr && coordinator_->PeersPresent();
-  // ...unless only another process can end the hold: a level of theirs above the held op, and
-  // nothing of this process in flight whose end could change the verdict. Then the thread
-  // sleeps until a process lowers its level (the segment's futex word), bounded by the hold
-  // bound of the oldest held op and by kHeldOnPeersParkNs (what else may end the hold is time:
-  // a peer that dies or stops, a submit window that closes).
-  if (peers && tracker_.tracked().empty() && !direct_.Listed() && held_priority_ != kNoPriority &&
-      coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
-              .highest_active > held_priority_) {
-    int64_t timeout = kHeldOnPeersParkNs;
-    if (options_.max_hold_ns != 0) {
-      for (const StreamQueue* q : active_) {
-        const int64_t since = q->pending.front()->held_since_ns;
-        if (since != 0) {
-          timeout = std::min(timeout, since + static_cast<int64_t>(options_.max_hold_ns) - now);
-        }
-      }
-    }
-    *backoff_ns = 0;
-    return ParkHeldOnPeers(std::max<int64_t>(timeout, kMinBackoffNs));
-  }
-  // Held until work of this process in flight ends. More important work (rules 1 and 3) is
-  // polled for the first kLocalHoldPollWindowNs of the hold, then left to the watcher: such a
-  // hold lasts as long as the more important work runs, and polling it cost 40-90 ms of CPU a
-  // second. A budget's ops are always polled: the watcher's late wake-up would idle the GPU
-  // between them (docs/decisions/2026-11-27-held-cpu.md).
-  if (held_for_more_important_ && watcher_ != nullptr &&
-      now - held_since_ns_ >= kLocalHoldPollWindowNs && WatchInFlight(held_priority_)) {
-    *backoff_ns = 0;
-    int64_t timeout = kWatchedParkNs;
-    if (options_.max_hold_ns != 0) {  // rule 1 lets go at the hold bound: be awake for it
-      timeout = std::min(timeout, held_since_ns_ + static_cast<int64_t>(options_.max_hold_ns) - now);
-    }
-    return ParkHeld(std::max<int64_t>(timeout, kMinBackoffNs));
-  }
-  const uint64_t cap = peers ? std::min(options_.max_held_sleep_ns, options_.peer_poll_ns)
-                             : options_.max_held_sleep_ns;
-  *backoff_ns = std::min(static_cast<int64_t>(cap), std::max(kMinBackoffNs, *backoff_ns * 2));
-  return ParkHeld(*backoff_ns);
-}
-
-bool Dispatcher::ParkHeld(int64_t timeout_ns) {
-  const int64_t deadline = SteadyNowNs() + timeout_ns;
-  parking_.SetFloor(held_priority_);
-  bool urgent = false;
-  for (;;) {
-    // A released stream waits for the next round: it may stay listed while its ops are held.
-    const bool woken = Park(absl::Nanoseconds(deadline - SteadyNowNs()),
-                            /*wake_for_released_streams=*/false);
-    // A stop, the timeout, or a wake-up asked for (an op above the floor, NoteDirect) ends it.
-    if (woken || stop_.load(std::memory_order_seq_cst) || SteadyNowNs() >= deadline) break;
-    // Woken by new work. A less or equally important op cannot go before the held one (which
-    // is the most important ready to go, and older), so it only joins its queue: a batch job
-    // that submits while it is held back must not turn each submission into a round of
-    // completion polls, driver calls that compete with a server's own launches.
-    urgent = DrainInbox() > held_priority_;
-    if (urgent) break;
-  }
-  parking_.ClearFloor();
-  return urgent;
-}
-
-bool Dispatcher::ParkHeldOnPeers(int64_t timeout_ns) {
-  const int64_t deadline = SteadyNowNs() + timeout_ns;
-  parking_.EnterPeerWordPark(held_priority_);
-  bool urgent = false;
-  for (;;) {
-    // Submit pushes, then reads the parked flag and the floor (seq_cst): work above the held op
-    // pushed before the flags were set is drained here, work pushed after wakes the thread.
-    if (!inbox_.Empty() && DrainInbox() > held_priority_) {
-      urgent = true;
-      break;
-    }
-    if (stop_.load(std::memory_order_seq_cst) || parking_.WakeRequested() || direct_.Listed()) {
-      break;
-    }
-    const int64_t left = deadline - SteadyNowNs();
-    if (left <= 0) break;
-    // A level lowered since this round looked at the peers: look again.
-    if (coordinator_->PeerDrops() != peer_drops_seen_) break;
-    coordinator_->WaitForPeerDrop(peer_drops_seen_, left);
-    if (coordinator_->PeerDrops() != peer_drops_seen_) break;
-  }
-  const bool woken = parking_.LeavePeerWordPark();
-  return woken || urgent;
-}
-
-void Dispatcher::ParkIdle(int* rounds, int64_t* backoff_ns) {
-  const int64_t now = SteadyNowNs();
-  PublishToPeers(now, /*held=*/false);
-  if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent() &&
-      coordinator_->Peers(now, options_.ceiling_window_ns, options_.unbudgeted_priority)
-          .any_held) {
-    // Other processes wait on this work: its end is polled for a short while (sleeps growing
-    // to options.peer_poll_ns), which most waits of a latency-critical job's short kernels do not
-    // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
-    // (PollWindowOpen says why not at once). Either way the level is withdrawn right after.
-    if (++*rounds == 1) poll_wait_since_ns_ = now;
-    if (!PollWindowOpen(now) && WatchInFlight(kNoPriority)) {
-      // The timeout is a safety net, and the heartbeat's beat.
-      *backoff_ns = 0;
-      Park(absl::Nanoseconds(kWatchedParkNs), /*wake_for_released_streams=*/true);
-      return;
-    }
-    constexpr int64_t kMinPollNs = 10'000;
-    const int64_t max_poll_ns =
-        std::max(kMinPollNs, static_cast<int64_t>(options_.peer_poll_ns));
-    *backoff_ns = std::min(max_poll_ns, std::max(kMinPollNs, *backoff_ns * 2));
-    Park(absl::Nanoseconds(*backoff_ns), /*wake_for_released_streams=*/true);
-    SpendPollBudget(now);
-    return;
-  }
-  *rounds = 0;
-  *backoff_ns = 0;
-  if (HighestLocalActive() != kNoPriority && coordinator_->PeersPresent()) {
-    // Other processes are attached but none holds work back (under MPS, say, their work runs
-    // confined beside this one's): polling every few microseconds would only compete with this
-    // process's own launches for the driver. A peer that starts to wait is noticed within
-    // options.peer_idle_poll_ns.
-    Park(absl::Nanoseconds(options_.peer_idle_poll_ns), /*wake_for_released_streams=*/true);
-    return;
-  }
-  // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach
-  // while work of this process is still in flight). Work a client issues directly meanwhile
-  // ends this park (NoteDirect; the shorter ones above adopt it when they end).
-  Park(absl::Seconds(1), /*wake_for_released_streams=*/true, /*wake_for_direct_work=*/true);
-}
-
-bool Dispatcher::PollWindowOpen(int64_t now_ns) {
-  if (watcher_ == nullptr) return true;  // nothing else can notice the end
-  poll_budget_ns_ = std::min<int64_t>(
-      kPollBudgetCapNs, poll_budget_ns_ + (now_ns - poll_budget_at_ns_) / kPollShareDivisor);
-  poll_budget_at_ns_ = now_ns;
-  return now_ns - poll_wait_since_ns_ < kPollWindowNs && poll_budget_ns_ > 0;
-}
-
-void Dispatcher::SpendPollBudget(int64_t since_ns) {
-  if (watcher_ != nullptr) poll_budget_ns_ -= SteadyNowNs() - since_ns;
-}
-
-bool Dispatcher::WatchInFlight(int above_priority) {
-  if (watcher_ == nullptr) return false;
-  if (!watcher_->Idle()) return true;
-  CUevent events[CompletionWatcher::kMaxEvents];
-  size_t count = 0;
-  CUcontext context = nullptr;
-  for (StreamQueue* q : tracker_.tracked()) {
-    if (std::none_of(q->in_flight.begin(), q->in_flight.end(),
-                     [&](const InFlight& f) { return f.priority > above_priority; })) {
-      continue;
-    }
-    // The watcher waits in one context (an event may be waited on from any of its device's
-    // contexts, but the thread needs one current).
-    if (count == CompletionWatcher::kMaxEvents ||
-        (context != nullptr && q->state->context != context)) {
-      return false;
-    }
-    context = q->state->context;
-    if (SetContext(context) != CUDA_SUCCESS) return false;
-    absl::MutexLock lock(&record_mu_);
-    if (IsDestroyed(q->state)) return false;
-    if (q->watch_event == nullptr &&
-        driver_.event_create(&q->watch_event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) !=
-            CUDA_SUCCESS) {
-      q->watch_event = nullptr;
-      return false;
-    }
-    if (driver_.event_record(q->watch_event, Location(q)) != CUDA_SUCCESS) return false;
-    events[count++] = q->watch_event;
-  }
-  if (count == 0) return false;
-  CountActivity(watches_);
-  return watcher_->Watch(context, absl::MakeConstSpan(events, count));
-}
-
-void Dispatcher::SpinForWork(uint64_t duration_ns) {
-  const int64_t start = SteadyNowNs();
-  while (inbox_.Empty() && !stop_.load(std::memory_order_relaxed) &&
-         SteadyNowNs() - start < static_cast<int64_t>(duration_ns)) {
-    CpuRelax();
-  }
+  return driver_.event_record(q->watch_event, Location(q)) == CUDA_SUCCESS;
 }
 
 int Dispatcher::HighestLocalActive() const {
@@ -512,20 +299,6 @@ void Dispatcher::PublishToPeers(int64_t now_ns, bool held) {
                direct_.IssuesInProgress() || direct_.Listed();
       },
       isolation);
-}
-
-bool Dispatcher::Park(absl::Duration timeout, bool wake_for_released_streams,
-                      bool wake_for_direct_work) {
-  // New work (perhaps more important) or a stop request ends the wait at once, and so may a
-  // released stream. Waking for direct work is the long park (NoteDirect reads its flag).
-  return parking_.Park(
-      timeout,
-      [&] {
-        return !inbox_.Empty() || stop_.load(std::memory_order_seq_cst) ||
-               (wake_for_released_streams && recycler_.HasReleased()) ||
-               (wake_for_direct_work && direct_.Listed());
-      },
-      /*long_park=*/wake_for_direct_work);
 }
 
 void Dispatcher::AbandonPending() {

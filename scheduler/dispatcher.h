@@ -33,6 +33,7 @@
 #include "scheduler/coordinator/gpu_coordinator.h"
 #include "scheduler/dispatcher_directory.h"
 #include "scheduler/dispatcher_parking.h"
+#include "scheduler/dispatcher_waits.h"
 #include "scheduler/driver_functions.h"
 #include "scheduler/duration_estimator.h"
 #include "scheduler/isolation_placement.h"
@@ -53,7 +54,7 @@
 
 namespace gpuprio::scheduler {
 
-class Dispatcher {
+class Dispatcher : private DispatcherWaits::Host {
  public:
   // `observer` (may be null) must outlive the dispatcher. `coordinator` (may be null): this
   // process's slot in the GPU's shared segment, through which other processes' levels take part
@@ -153,68 +154,29 @@ class Dispatcher {
 
  private:
   void Run();
-  // How long the thread has had nothing to do, and how its waits grow; reset by progress.
-  struct Backoff {
-    int64_t idle_since_ns = -1;  // -1: not idle (the spin before parking comes first)
-    int rounds = 0;
-    int64_t sleep_ns = 0;
-  };
   // A round's first step: the inbox into the queues, direct work adopted, released streams
   // collected; true when the inbox had work.
   bool TakeNewWork();
   // A round that issued nothing: held back by the policy, or idle.
-  void WaitHeldRound(Backoff* backoff);
-  void WaitIdleRound(Backoff* backoff);
+  void WaitHeldRound(WaitBackoff* backoff);
+  void WaitIdleRound(WaitBackoff* backoff);
   void Wake();
   // With a coordinator: the other processes see this process's active level, queue and
   // in-flight work; a level that is no longer active is withdrawn here.
   void PublishToPeers(int64_t now_ns, bool held);
   int HighestLocalActive() const;
-  // Parks while nothing is queued. With a coordinator, work still in flight is polled (its end is
-  // what other processes wait for) and the heartbeat keeps beating.
-  void ParkIdle(int* rounds, int64_t* backoff_ns);
-  // Held back by the policy: a short spin, then sleeps of growing length (up to
-  // options.max_held_sleep_ns) that work able to go first cuts short; held by the confined queue
-  // bound, one sleep until room is due. True when it queued such work itself.
-  bool WaitWhileHeld(int* rounds, int64_t* backoff_ns);
-  // Sleeps like Park while the op the policy holds (held_priority_) is the next to go: work
-  // submitted meanwhile at or below its priority cannot go before it, so it is queued without
-  // ending the sleep (and its client does not wake this thread). True when work above it was
-  // queued.
-  bool ParkHeld(int64_t timeout_ns);
-  // ParkHeld for a hold that only another process can end (its level is above the held op, and
-  // nothing of this process is in flight): sleeps on the segment's level-drop word until a
-  // process lowers its level, work above the held op is submitted, a wake-up is asked for, or
-  // `timeout_ns` passes. No polling: a held process costs no CPU while it waits.
-  bool ParkHeldOnPeers(int64_t timeout_ns);
-  // Other processes wait on this one's work in flight, or it holds back less important work of
-  // this process: a watch event behind it on each stream with work in flight above
-  // `above_priority`, handed to the watcher, whose wake-up ends the park. True when a watch
-  // covers work in flight (this one, or an earlier one still waiting: its end wakes the thread,
-  // which watches again); false where none can (no watcher, too many streams or contexts, a
-  // driver error): then the work's end is polled.
-  bool WatchInFlight(int above_priority);
-  // Whether a wait for this process's own work that began at poll_wait_since_ns_ is still in
-  // its polling window (and the polling budget allows it); SpendPollBudget charges the polling
-  // sleep that began at `since_ns` to the budget.
-  bool PollWindowOpen(int64_t now_ns);
-  void SpendPollBudget(int64_t since_ns);
   static void WakeFromWatcher(void* dispatcher);
   static void WakePeerWord(void* dispatcher);
-  // Sleeps until new work or a stop request arrives (or, if asked, a released stream, or work a
-  // client issued directly), or `timeout` passes, or a wake-up is asked for (Wake); true in the
-  // last case.
-  bool Park(absl::Duration timeout, bool wake_for_released_streams,
-            bool wake_for_direct_work = false);
-  // Spins until work is queued or `duration_ns` passes, making no driver call.
-  void SpinForWork(uint64_t duration_ns);
   void AbandonPending();
   void CollectReleasedStreams();
   // Frees what the dispatcher kept for released stream `s` (its queue, pooled events), unless
   // ops of it are still queued or unadopted; true when it let go of `s`.
   bool LetGo(StreamState* s);
-  // Queues every op in the inbox; returns the highest priority among them (kNoPriority: none).
-  int DrainInbox();
+  // DispatcherWaits::Host: queues every op in the inbox; returns the highest priority among them
+  // (kNoPriority: none).
+  int DrainInbox() override;
+  // DispatcherWaits::Host: records `q`'s watch event behind its work.
+  bool RecordWatchEvent(StreamQueue* q) override;
   void Enqueue(Op* op);  // into its stream's queue
   // Counts work clients issued themselves as in flight, marking it where due; `peers_held`:
   // whether another process holds work back (PeersHeldThisRound).
@@ -287,7 +249,6 @@ class Dispatcher {
   // Activity. Written by the dispatcher thread alone, read at exit.
   std::atomic<uint64_t> thread_cpu_ns_{0};
   std::atomic<uint64_t> direct_marks_{0};
-  std::atomic<uint64_t> watches_{0};  // watches handed to the watcher
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_bounded_{false};
   // How the thread sleeps and who wakes it; how clients wait for issues. Before the watcher,
@@ -317,13 +278,6 @@ class Dispatcher {
   StreamRecycler recycler_;
 
   // Dispatcher thread only.
-  // The segment's level-drop count when this round began (before it looked at the peers).
-  uint32_t peer_drops_seen_ = 0;
-  // The current wait for this process's own work in flight (PollWindowOpen): when it began, and
-  // the polling budget (ns of polling left) as of poll_budget_at_ns_.
-  int64_t poll_wait_since_ns_ = 0;
-  int64_t poll_budget_ns_ = 0;
-  int64_t poll_budget_at_ns_ = 0;
   // Node-based: active_ and the tracker hold pointers to the queues.
   absl::node_hash_map<StreamState*, StreamQueue> queues_;
   std::vector<StreamQueue*> active_;  // streams with pending ops
@@ -349,11 +303,14 @@ class Dispatcher {
   int held_priority_ = kNoPriority;
   // Whether the policy held that op for more important work (rules 1 and 3), not for its
   // level's budget, and since when (the op's held_since_ns): WaitWhileHeld leaves the end of
-  // such a hold to the watcher once it outlasts the polling window.
+  // such a hold to the watcher once it outlasts the polling window (kLocalHoldPollWindowNs).
   bool held_for_more_important_ = false;
   int64_t held_since_ns_ = 0;
   // PeersHeldThisRound's reading: -1 until it is read in the current round.
   int peers_held_this_round_ = -1;
+  // How the thread waits between rounds that issued nothing. Last: it refers to the members
+  // above.
+  DispatcherWaits waits_;
 };
 
 }  // namespace gpuprio::scheduler
