@@ -84,8 +84,10 @@ struct HeldWaitFacts {
   int64_t confined_until_ns = 0;
   int rounds = 0;  // spin rounds so far (WaitBackoff::rounds)
   int64_t backoff_ns = 0;
-  // The held op's priority (kNoPriority: any op may end the hold, WaitsForOtherDevice's record).
+  // The held op's priority (kNoPriority: any op may end the hold, as when the head waits for an
+  // event record still being submitted).
   int held_priority = kNoPriority;
+  // Read only where HeldWaitPastSpin, and each only where the one before it is true.
   bool peers_present = false;      // other processes are attached
   bool nothing_in_flight = false;  // nothing of this process tracked in flight
   bool direct_listed = false;      // direct work listed, not yet adopted
@@ -93,7 +95,8 @@ struct HeldWaitFacts {
   // level, and the earliest held_since_ns among the queue heads (0: none held yet).
   int peers_highest_active = kNoPriority;
   int64_t earliest_head_held_since_ns = 0;
-  // The policy held the op for more important work of this process (rules 1 and 3), since when.
+  // The policy held the op for more important work of this process (the policy's rules 1 and
+  // 3, not its level's budget), and since when.
   bool held_for_more_important = false;
   int64_t held_since_ns = 0;
   bool has_watcher = false;
