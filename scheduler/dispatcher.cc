@@ -128,7 +128,7 @@ void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
   // A parked dispatcher adopts the work and watches for its end (once per listing, not per
   // op) at once only where that matters: in a long park (the level would stay published for
   // up to a second), or when another process holds work back, perhaps for this level. Else
-  // the dispatcher's next poll (options.peer_idle_poll_ns) adopts it: a wake-up per chain of
+  // the dispatcher's next poll (options.tuning.peer_idle_poll_ns) adopts it: a wake-up per chain of
   // a server's kernels, and the completion polls after it, compete with the server's own
   // launches for the driver. Lists, then reads the long park's flag; ParkIdle sets it, then
   // reads the list (all seq_cst): either this thread wakes it or the park does not begin.
@@ -250,7 +250,7 @@ void Dispatcher::WaitIdleRound(WaitBackoff* backoff) {
     // spin would query completion events in a tight loop, driver calls that compete with the
     // client threads' own launches (a server's chain of kernels, issued on the fast path).
     backoff->idle_since_ns = SteadyNowNs();
-    waits_.SpinForWork(options_.spin_before_park_ns);
+    waits_.SpinForWork(options_.tuning.spin_before_park_ns);
     return;  // one more round (new work, direct work, completions) before parking
   }
   // Park. Work in flight gets completion marks first so its end is observed on wake-up. No

@@ -74,8 +74,9 @@ HeldWaitStep DecideHeldWait(const HeldWaitFacts& f, const SchedulerOptions& opti
   }
   // Held while other processes are attached (by them, or for a budget their level set): the
   // GPU idles for both until the change is noticed, so it is polled more often.
-  const uint64_t cap = f.peers_present ? std::min(options.max_held_sleep_ns, options.peer_poll_ns)
-                                       : options.max_held_sleep_ns;
+  const uint64_t cap = f.peers_present
+                           ? std::min(options.tuning.max_held_sleep_ns, options.tuning.peer_poll_ns)
+                           : options.tuning.max_held_sleep_ns;
   step.poll_ns = std::min(static_cast<int64_t>(cap), std::max(kMinHeldBackoffNs, f.backoff_ns * 2));
   step.action = HeldWaitAction::kPoll;
   // Held until work of this process in flight ends. More important work (rules 1 and 3) is
@@ -99,13 +100,13 @@ IdleWaitStep DecideIdleWait(const IdleWaitFacts& f, PollWindow* window,
   IdleWaitStep step;
   if (IdleWaitLooksAtPeers(f) && f.peers_any_held) {
     // Other processes wait on this work: its end is polled for a short while (sleeps growing
-    // to options.peer_poll_ns), which most waits of a latency-critical job's short kernels do not
-    // outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
+    // to options.tuning.peer_poll_ns), which most waits of a latency-critical job's short kernels
+    // do not outlast; after that the watcher sleeps until the GPU reaches it and wakes this thread
     // (PollWindow says why not at once). Either way the level is withdrawn right after.
     step.rounds = f.rounds + 1;
     if (step.rounds == 1) window->wait_since_ns = f.now_ns;
     const int64_t max_poll_ns =
-        std::max(kMinPeerPollNs, static_cast<int64_t>(options.peer_poll_ns));
+        std::max(kMinPeerPollNs, static_cast<int64_t>(options.tuning.peer_poll_ns));
     step.poll_ns = std::min(max_poll_ns, std::max(kMinPeerPollNs, f.backoff_ns * 2));
     step.action = IdleWaitAction::kPoll;
     if (!window->Open(f.now_ns, f.has_watcher)) {
@@ -119,9 +120,9 @@ IdleWaitStep DecideIdleWait(const IdleWaitFacts& f, PollWindow* window,
     // Other processes are attached but none holds work back (under MPS, say, their work runs
     // confined beside this one's): polling every few microseconds would only compete with this
     // process's own launches for the driver. A peer that starts to wait is noticed within
-    // options.peer_idle_poll_ns.
+    // options.tuning.peer_idle_poll_ns.
     step.action = IdleWaitAction::kPeerIdlePoll;
-    step.park_ns = static_cast<int64_t>(options.peer_idle_poll_ns);
+    step.park_ns = static_cast<int64_t>(options.tuning.peer_idle_poll_ns);
     return step;
   }
   // Nothing anyone waits on: wake once a second for the heartbeat (and for peers that attach

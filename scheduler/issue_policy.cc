@@ -85,7 +85,7 @@ Limits LimitsFor(int p, const DeviceSnapshot& d, const SchedulerOptions& o) {
 uint64_t BudgetedInFlightNs(int p, const DeviceSnapshot& d, const Limits& l,
                             const SchedulerOptions& o) {
   const uint64_t in_flight_ns = InFlightBelowNs(d, l.ceiling);
-  if (!o.idle_budget_excludes_running || p >= l.ceiling || l.peers_above ||
+  if (!o.tuning.idle_budget_excludes_running || p >= l.ceiling || l.peers_above ||
       d.local_above_op > p) {
     return in_flight_ns;
   }
@@ -124,9 +124,9 @@ Admitted AdmitWithHoldBound(const OpView& op, const AdmissionSnapshot& s,
 // bounded (long_op_max_hold_ns): lower work must always progress.
 bool LongOpHolds(const OpView& op, const DeviceSnapshot& d, const Limits& l,
                  const SchedulerOptions& o) {
-  const bool held_long = op.held_ns >= static_cast<int64_t>(o.long_op_max_hold_ns);
+  const bool held_long = op.held_ns >= static_cast<int64_t>(o.tuning.long_op_max_hold_ns);
   return op.priority < l.ceiling && op.estimate_ns > l.budget_ns && !held_long &&
-         HigherBusyWithin(d, op.priority, o.long_op_idle_ns) &&
+         HigherBusyWithin(d, op.priority, o.tuning.long_op_idle_ns) &&
          !d.queries->MoreImportantBehind(op.priority);
 }
 
@@ -165,7 +165,7 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
   const Limits limits = LimitsFor(p, d, o);
   if (!op.inherited && confine && d.confined_in_flight_ops > 0 &&
       d.confined_in_flight_ns + static_cast<int64_t>(op.estimate_ns) >
-          static_cast<int64_t>(o.confined_queue_ns)) {
+          static_cast<int64_t>(o.tuning.confined_queue_ns)) {
     return Hold(Reason::kTwinFull, TwinRoomDueNs(d));
   }
   // Confined work cannot delay more important work (the reserved SMs are never its), so rules
@@ -192,7 +192,7 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
   }
   if (LongOpHolds(op, d, limits, o)) {
     Decision held =
-        Hold(Reason::kLongOp, held_since_ns + static_cast<int64_t>(o.long_op_max_hold_ns));
+        Hold(Reason::kLongOp, held_since_ns + static_cast<int64_t>(o.tuning.long_op_max_hold_ns));
     held.passed_hold_bound = admitted.passed_hold_bound;
     return held;
   }

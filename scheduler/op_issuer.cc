@@ -127,7 +127,7 @@ void OpIssuer::TrackIssued(StreamQueue* q, const Op& op, uint64_t budget_ns, uin
   // Confined work is marked like budgeted work, against its queue bound: its completions free
   // room on the twin.
   const bool confined = op.confined_stream != nullptr;
-  if (confined) budget_ns = options_.confined_queue_ns;
+  if (confined) budget_ns = options_.tuning.confined_queue_ns;
   const bool mark =
       MarkAfterIssue(q->ops_since_mark, start != nullptr, budget_ns, estimate, options_);
   // Marked alone without a start event, the op is measured from the mark before it, which is its

@@ -11,9 +11,9 @@ namespace {
 
 SchedulerOptions Options() {
   SchedulerOptions o;
-  o.ops_per_completion_event = 32;
-  o.budgeted_ops_per_completion_event = 8;
-  o.held_mark_interval_ns = 200'000;
+  o.tuning.ops_per_completion_event = 32;
+  o.tuning.budgeted_ops_per_completion_event = 8;
+  o.tuning.held_mark_interval_ns = 200'000;
   return o;
 }
 

@@ -290,7 +290,7 @@ TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a 
   g_gpu_progresses = false;  // the marks never complete: the level stays active
   SchedulerOptions options = Options();
   options.coordinate = true;
-  options.peer_idle_poll_ns = kNeverNs;  // the poll never ends within the test
+  options.tuning.peer_idle_poll_ns = kNeverNs;  // the poll never ends within the test
   PriorityLevels levels;
   auto d = std::make_unique<Dispatcher>(0, ScriptedDriver(), options, &levels, nullptr,
                                         *std::move(high));
@@ -422,10 +422,10 @@ TEST_CASE("An over-estimate falls once ops alone in flight end sooner than it sa
   g_elapsed_ms = 1.0f;
 }
 
-// Until a held dispatcher begins a sleep of 650 ms or more (or options.max_held_sleep_ns), once
-// `watch` has seen `queued` ops of `priority` queued and `issued` ops issued. Held sleeps double
-// from 20 us after each round that queued or issued work, so the 16th sleep to begin after the
-// last such round lasts 20 us x 2^15 at least; each is counted as it begins, and the caller's
+// Until a held dispatcher begins a sleep of 650 ms or more (or options.tuning.max_held_sleep_ns),
+// once `watch` has seen `queued` ops of `priority` queued and `issued` ops issued. Held sleeps
+// double from 20 us after each round that queued or issued work, so the 16th sleep to begin after
+// the last such round lasts 20 us x 2^15 at least; each is counted as it begins, and the caller's
 // next steps come right then, well inside it.
 bool WaitForLongHeldSleep(const Dispatcher& d, const QueueWatch& watch, int priority,
                           int64_t queued, int issued) {
@@ -445,7 +445,7 @@ TEST_CASE("A dispatcher held back is not woken by work that cannot go first, onl
   g_gpu_progresses = false;  // nothing completes: the budget holds the low work
   g_issued = 0;
   SchedulerOptions o = Options();
-  o.max_held_sleep_ns = 2'000'000'000;  // held sleeps grow long
+  o.tuning.max_held_sleep_ns = 2'000'000'000;  // held sleeps grow long
   PriorityLevels levels;
   QueueWatch watch;
   Dispatcher d(0, ScriptedDriver(), o, &levels, &watch);
@@ -484,14 +484,14 @@ TEST_CASE("While work is held back, marks behind direct work wait for the held m
   // A server launches on the fast path while a batch thread's work is held: the dispatcher runs
   // a round every millisecond or less, and a mark per round behind the server's work is an event
   // record on the very stream the server launches on. While the last mark is pending, one more
-  // per options.held_mark_interval_ns is enough; the work is still marked, and its end seen.
+  // per options.tuning.held_mark_interval_ns is enough; the work is still marked, and its end seen.
   g_gpu_progresses = false;
   g_issued = 0;
   SchedulerOptions o = Options();
-  o.max_held_sleep_ns = 1'000'000;  // held rounds at least every millisecond
+  o.tuning.max_held_sleep_ns = 1'000'000;  // held rounds at least every millisecond
   // Never due again within the test while a mark is pending: the interval's arithmetic is
   // completion_marks_test's; this checks that held rounds apply it to work they adopt.
-  o.held_mark_interval_ns = kNeverNs;
+  o.tuning.held_mark_interval_ns = kNeverNs;
   PriorityLevels levels;
   QueueWatch watch;
   Dispatcher d(0, ScriptedDriver(), o, &levels, &watch);  // no coordinator: no wake-ups
@@ -542,7 +542,7 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   const int twins_before = g_green_streams_created.load();
   SchedulerOptions o = Options();
   o.isolation = gpuprio::scheduler::Isolation::kForce;
-  o.confined_queue_ns = 20'000'000;
+  o.tuning.confined_queue_ns = 20'000'000;
   o.default_estimate_ns = 1'000'000;
   PriorityLevels levels;
   QueueWatch watch;
@@ -556,7 +556,7 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   CHECK(levels.At(-1).ops_confined.load() == 20);
   // The state under test is one of the estimates' clock: every estimated end past, which the
   // last of them is one queue bound after the issues above at most.
-  std::this_thread::sleep_for(std::chrono::nanoseconds(o.confined_queue_ns));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(o.tuning.confined_queue_ns));
   CHECK(g_issued.load() == 20);
   // A hundred polls, however long they take: rounds 1 ms apart make at most one query per
   // millisecond (one stream tracked: each round queries its oldest pending mark once), so they

@@ -16,9 +16,9 @@ constexpr int64_t kMs = 1'000'000;
 
 SchedulerOptions Options() {
   SchedulerOptions o;
-  o.max_held_sleep_ns = 200 * kUs;
-  o.peer_poll_ns = 50 * kUs;
-  o.peer_idle_poll_ns = 1 * kMs;
+  o.tuning.max_held_sleep_ns = 200 * kUs;
+  o.tuning.peer_poll_ns = 50 * kUs;
+  o.tuning.peer_idle_poll_ns = 1 * kMs;
   o.max_hold_ns = 100 * kMs;
   return o;
 }
@@ -195,7 +195,7 @@ struct IdleRow {
 TEST_CASE("DecideIdleWait: one row per rule", "[dispatcher_waits]") {
   const SchedulerOptions o = Options();
   SchedulerOptions tiny_poll = o;
-  tiny_poll.peer_poll_ns = 1 * kUs;
+  tiny_poll.tuning.peer_poll_ns = 1 * kUs;
   using A = IdleWaitAction;
   const std::vector<IdleRow> rows = {
       {"1: the wait's first round starts its window and polls", WaitedOn(), Window(0), o, A::kPoll,

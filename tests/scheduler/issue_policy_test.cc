@@ -46,11 +46,11 @@ SchedulerOptions Options() {
   o.peer_budget_ns = kMs / 2;
   o.unbudgeted_priority = 0;
   o.ceiling_window_ns = 500 * kMs;
-  o.idle_budget_excludes_running = true;
-  o.long_op_idle_ns = 5 * kMs;
-  o.long_op_max_hold_ns = 50 * kMs;
+  o.tuning.idle_budget_excludes_running = true;
+  o.tuning.long_op_idle_ns = 5 * kMs;
+  o.tuning.long_op_max_hold_ns = 50 * kMs;
   o.max_hold_ns = 100 * kMs;
-  o.confined_queue_ns = 10 * kMs;
+  o.tuning.confined_queue_ns = 10 * kMs;
   return o;
 }
 
@@ -338,7 +338,7 @@ TEST_CASE("Decide: the rules switched off", "[scheduler][policy]") {
   d.levels = levels;
   SECTION("idle_budget_excludes_running off: the running op counts") {
     d.levels = absl::MakeConstSpan(levels).subspan(0, 1);
-    o.idle_budget_excludes_running = false;
+    o.tuning.idle_budget_excludes_running = false;
     CHECK(Decide(Op(-1, kMs), d, false, o).reason == Reason::kBudget);
     CHECK(queries.asked_running == 0);
   }
