@@ -7,6 +7,7 @@ mps_started=0
 mps_out=""
 mps_name=""
 mps_daemons_before=""
+mps_root=""  # the daemon's /tmp directory (pipes and logs), removed by mps_stop
 
 # The MPS control daemon and server: both names are cut to "nvidia-cuda-mps" (15 characters) in
 # the kernel's process name, which is what pgrep -x compares.
@@ -23,9 +24,8 @@ mps_start() {
   command -v nvidia-cuda-mps-control >/dev/null || { say "error: nvidia-cuda-mps-control not found"; exit 1; }
   mps_daemons_before="$(mps_pids)"
   [[ -n "$mps_daemons_before" ]] && say "warning: MPS processes already running (pids $mps_daemons_before); starting our own daemon anyway"
-  local root
-  root="$(mktemp -d /tmp/gpuprio_mps.XXXXXX)"
-  export CUDA_MPS_PIPE_DIRECTORY="$root/pipe" CUDA_MPS_LOG_DIRECTORY="$root/log"
+  mps_root="$(mktemp -d /tmp/gpuprio_mps.XXXXXX)"
+  export CUDA_MPS_PIPE_DIRECTORY="$mps_root/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_root/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   # From here on mps_stop has something to do: a daemon that started but reported a failure is
   # still asked to quit.
@@ -38,7 +38,8 @@ mps_start() {
 }
 
 # mps_stop: quits the daemon, kills by pid what is left of it 10 s later, and copies its log to
-# OUT/NAME_mps_log; nothing when no daemon was started, so a trap EXIT can always call it.
+# OUT/NAME_mps_log, then removes the daemon's directory; nothing when no daemon was started, so a
+# trap EXIT can always call it.
 mps_stop() {
   ((mps_started)) || return 0
   mps_started=0
@@ -64,6 +65,8 @@ mps_stop() {
     for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
   fi
   cp -r "$CUDA_MPS_LOG_DIRECTORY" "$mps_out/${mps_name}_mps_log" 2>/dev/null
+  [[ -n "$mps_root" ]] && rm -rf "$mps_root"
+  mps_root=""
   say "MPS daemon stopped$([[ -n "$left" ]] && echo " (killed:$left)")"
   CUDA_MPS_PIPE_DIRECTORY=""
 }
