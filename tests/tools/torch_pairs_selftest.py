@@ -28,40 +28,17 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-BENCH = os.path.join(ROOT, "tools", "bench")
-sys.path.insert(0, BENCH)
-
+# bench_selftest puts tools/bench on sys.path.
+from bench_selftest import (BENCH, check, finish, runner_env, scratch_tree, write,  # noqa: E402
+                            write_program)
 import torch_two_process as ttp  # noqa: E402  (no torch at import time)
 from bench_stats import js_of, percentile  # noqa: E402
 
-RESULTS = {"passed": 0, "failed": 0}
-
-
-def check(what, ok, detail=""):
-    RESULTS["passed" if ok else "failed"] += 1
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok and detail != "":
-        print("     " + str(detail)[:3000].replace("\n", "\n     "))
-
 
 def run(args, env=None, timeout=120):
+    """ARGS as given (bench_selftest.run prefixes python): (exit status, stdout, stderr)."""
     p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
-
-
-def write(d, name, text):
-    path = os.path.join(d, name)
-    with open(path, "w") as fh:
-        fh.write(text)
-    return path
-
-
-def write_program(path, text):
-    with open(path, "w") as fh:
-        fh.write(text.replace("#!/usr/bin/env python3", "#!" + sys.executable, 1))
-    os.chmod(path, 0o755)
 
 
 # --- the pure parts of torch_two_process.py ---
@@ -286,27 +263,18 @@ else:
 
 def scratch_repo(d, programs=None):
     """tools/bench as it is here, tests/gpu/gpu_run_args.sh, .gpu/ with an empty library and the
-    given stand-in programs, and bin/ (for PATH) with the stand-in python."""
-    root = os.path.join(d, "repo")
-    shutil.copytree(BENCH, os.path.join(root, "tools", "bench"), ignore=shutil.ignore_patterns("__pycache__"))
-    os.makedirs(os.path.join(root, "tests", "gpu"))
-    shutil.copy(os.path.join(ROOT, "tests", "gpu", "gpu_run_args.sh"), os.path.join(root, "tests", "gpu"))
-    os.makedirs(os.path.join(root, ".gpu"))
-    open(os.path.join(root, ".gpu", "libgpuprio.so"), "w").close()
-    for name, text in (programs or {}).items():
-        write_program(os.path.join(root, ".gpu", name), text)
+    given stand-in programs (bench_selftest.scratch_tree), and bin/ (for PATH) with the stand-in
+    python."""
+    root = scratch_tree(d, programs or {})
     os.makedirs(os.path.join(root, "bin"))
     write_program(os.path.join(root, "bin", "python-standin"), TORCH_PYTHON)
     return root
 
 
 def clean_env(root, **kw):
-    e = dict(os.environ, PATH=os.path.join(root, "bin") + os.pathsep + os.environ.get("PATH", ""))
-    for k in ("LD_PRELOAD", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "PAIR", "DECODE_BATCH",
-              "LOW_BATCH", "TORCH_ARGS", "TORCH_CONFIGS", "SERVERS", "MPS_COST_CONFIGS", "BENCH_GPUPRIO_ENV"):
-        e.pop(k, None)
-    e.update(kw)
-    return e
+    """runner_env without the runners' own settings, whatever the caller's environment has."""
+    return runner_env(root, drop=("PAIR", "DECODE_BATCH", "LOW_BATCH", "TORCH_ARGS", "TORCH_CONFIGS",
+                                  "SERVERS", "MPS_COST_CONFIGS", "BENCH_GPUPRIO_ENV"), **kw)
 
 
 def torch_runner(d):
@@ -578,8 +546,7 @@ def main():
                                                                                   traceback.format_exc()))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print("%d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
-    return 1 if RESULTS["failed"] else 0
+    return finish()
 
 
 if __name__ == "__main__":
