@@ -166,6 +166,26 @@ int64_t ProcessCpuNs() {
          (int64_t{u.ru_utime.tv_usec} + u.ru_stime.tv_usec) * 1000;
 }
 
+// The first or the last sleep_ns execution of the fake device's log (a process's own kernel is
+// the last; in a one-process hold the high kernel started first and the low one ran last).
+fakecuda_exec_record SleepExecution(bool last) {
+  fakecuda_exec_record e{};
+  const uint64_t n = fakecuda_exec_count();
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = last ? n - 1 - k : k;
+    Check(fakecuda_get_exec(i, &e) == 0, "exec log");
+    if (std::strcmp(e.what, "sleep_ns") == 0) return e;
+  }
+  Check(false, "a sleep kernel's execution");
+  return e;
+}
+
+void AwaitStream(CUstream s) {
+  CUresult r;
+  while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) usleep(2000);
+  CheckCu(r, "cuStreamQuery");
+}
+
 int Hold(char** argv) {
   const bool high = std::strcmp(argv[2], "high") == 0;
   const char* ready = argv[3];
@@ -186,18 +206,10 @@ int Hold(char** argv) {
     wall0 = NowNs();
     cpu0 = ProcessCpuNs();
   }
-  CUresult r;
-  while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) usleep(2000);
-  CheckCu(r, "cuStreamQuery");
+  AwaitStream(s);
   const int64_t wall = NowNs() - wall0;
   const int64_t cpu = ProcessCpuNs() - cpu0;
-  fakecuda_exec_record e{};
-  bool found = false;
-  for (uint64_t i = fakecuda_exec_count(); i > 0 && !found; --i) {
-    Check(fakecuda_get_exec(i - 1, &e) == 0, "exec log");
-    found = std::strcmp(e.what, "sleep_ns") == 0;
-  }
-  Check(found, "the kernel's execution");
+  const fakecuda_exec_record e = SleepExecution(/*last=*/true);
   std::printf("cpu_ns %lld wall_ns %lld start_ns %lld end_ns %lld\n", static_cast<long long>(cpu),
               static_cast<long long>(wall), static_cast<long long>(e.start_ns),
               static_cast<long long>(e.end_ns));
@@ -206,26 +218,6 @@ int Hold(char** argv) {
 }
 
 }  // namespace
-
-// The first and the last sleep_ns execution of the fake device's log (for a one-process hold:
-// the high kernel starts first, the low one runs last).
-fakecuda_exec_record SleepExecution(bool last) {
-  fakecuda_exec_record e{};
-  const uint64_t n = fakecuda_exec_count();
-  for (uint64_t k = 0; k < n; ++k) {
-    const uint64_t i = last ? n - 1 - k : k;
-    Check(fakecuda_get_exec(i, &e) == 0, "exec log");
-    if (std::strcmp(e.what, "sleep_ns") == 0) return e;
-  }
-  Check(false, "a sleep kernel's execution");
-  return e;
-}
-
-void AwaitStream(CUstream s) {
-  CUresult r;
-  while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) usleep(2000);
-  CheckCu(r, "cuStreamQuery");
-}
 
 int HoldThreads(char** argv) {
   const uint64_t kernel_ns = std::strtoull(argv[2], nullptr, 10) * 1000;

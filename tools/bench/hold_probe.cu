@@ -169,9 +169,7 @@ int main(int argc, char** argv) {
     wall0 = NowNs();
     cpu0 = CpuNs();
   }
-  cudaError_t e;
-  while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) usleep(2000);
-  Check(e, "cudaStreamQuery");
+  Await(s);
   const long long wall = NowNs() - wall0, cpu = CpuNs() - cpu0;
   unsigned long long t[2];
   Check(cudaMemcpy(t, times, sizeof(t), cudaMemcpyDeviceToHost), "cudaMemcpy");
