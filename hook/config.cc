@@ -143,6 +143,8 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   int64_t max_queued = static_cast<int64_t>(config.max_queued);
   env.ReadInteger(env_var::GPUPRIO_MAX_QUEUED, "an integer number of ops per stream", &max_queued);
   config.max_queued = static_cast<uint64_t>(max_queued);
+  ReadDuration(env, env_var::GPUPRIO_REQUEST_GAP_US, "an integer number of microseconds", 1000,
+               &config.request_gap_ns);
   ReadDuration(env, env_var::GPUPRIO_MAX_HOLD_MS, "an integer number of milliseconds", 1'000'000,
                &config.max_hold_ns);
   ReadDuration(env, env_var::GPUPRIO_HOST_YIELD_US, "an integer number of microseconds", 1000,
@@ -192,6 +194,7 @@ scheduler::SchedulerOptions SchedulerOptionsFor(const Config& config) {
   options.reserved_sms = config.reserved_sms;
   options.max_queued_per_stream = config.max_queued;
   options.max_hold_ns = config.max_hold_ns;
+  options.request_gap_ns = config.request_gap_ns;
   options.host_yield_ns = config.host_yield_ns;
   options.stop_stall_timeout_ns = config.exit_timeout_ns;
   options.coordinate = config.coordinate;

@@ -55,6 +55,7 @@ inline constexpr scheduler::Isolation kDefaultIsolation =
     ChoiceDefault(env_var::GPUPRIO_ISOLATION, kIsolationChoices);
 inline constexpr int64_t kDefaultReservedSms = IntegerDefault(env_var::GPUPRIO_RESERVED_SMS);
 inline constexpr int64_t kDefaultMaxQueued = IntegerDefault(env_var::GPUPRIO_MAX_QUEUED);
+inline constexpr int64_t kDefaultRequestGapUs = IntegerDefault(env_var::GPUPRIO_REQUEST_GAP_US);
 inline constexpr int64_t kDefaultMaxHoldMs = IntegerDefault(env_var::GPUPRIO_MAX_HOLD_MS);
 inline constexpr int64_t kDefaultHostYieldUs = IntegerDefault(env_var::GPUPRIO_HOST_YIELD_US);
 inline constexpr int64_t kDefaultExitTimeoutMs = IntegerDefault(env_var::GPUPRIO_EXIT_TIMEOUT_MS);
@@ -73,6 +74,7 @@ struct Config {
   scheduler::Isolation isolation = kDefaultIsolation;
   int reserved_sms = kDefaultReservedSms;      // GPUPRIO_RESERVED_SMS; 0 turns isolation off
   uint64_t max_queued = kDefaultMaxQueued;     // GPUPRIO_MAX_QUEUED: unissued ops per stream
+  uint64_t request_gap_ns = kDefaultRequestGapUs * 1000;     // GPUPRIO_REQUEST_GAP_US; 0: off
   uint64_t max_hold_ns = kDefaultMaxHoldMs * 1'000'000;      // GPUPRIO_MAX_HOLD_MS; 0: no bound
   uint64_t host_yield_ns = kDefaultHostYieldUs * 1000;       // GPUPRIO_HOST_YIELD_US; 0: off
   // GPUPRIO_EXIT_TIMEOUT_MS: at exit, how long the GPU may complete nothing before queued work is
@@ -103,10 +105,11 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 
 // Reads GPUPRIO_MODE, GPUPRIO_LOG, GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
 // GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED,
-// GPUPRIO_MAX_HOLD_MS, GPUPRIO_HOST_YIELD_US, GPUPRIO_EXIT_TIMEOUT_MS, GPUPRIO_COORDINATE,
-// GPUPRIO_DOMAIN, GPUPRIO_SHM_DIR and GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule,
-// each as its env_vars.def entry says. A bad GPUPRIO_MODE gives passthrough; a bad domain, group
-// or directory turns coordination off; any other bad value gives that variable's default.
+// GPUPRIO_REQUEST_GAP_US, GPUPRIO_MAX_HOLD_MS, GPUPRIO_HOST_YIELD_US, GPUPRIO_EXIT_TIMEOUT_MS,
+// GPUPRIO_COORDINATE, GPUPRIO_DOMAIN, GPUPRIO_SHM_DIR and GPUPRIO_SHARE_GROUP through `getenv` by
+// env_reader.h's rule, each as its env_vars.def entry says. A bad GPUPRIO_MODE gives passthrough; a
+// bad domain, group or directory turns coordination off; any other bad value gives that variable's
+// default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
 // GPUPRIO_LOG as ParseConfig reads it, a bad value taken as the default and not reported: for a

@@ -236,6 +236,10 @@ template <ApiId kId>
 struct OrderedByValue {
   template <typename Real, typename... Args>
   static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
+    if constexpr (SymbolStartsWith(Info(kId).symbol, "cuGraphLaunch")) {
+      // A graph's kernels are not looked into: its work counts as needing the whole GPU.
+      s->NoteWholeDeviceWork(StreamOfCall<kId>(s, args...));
+    }
     NoExtraSteps steps;
     return ScheduleByValue<kId>(s, steps, OrderedCostHintNs<kId>(args...), real, args...);
   }

@@ -26,9 +26,8 @@ static_assert(kNoPriority < kMinPriority);
 
 }  // namespace
 
-Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
-                       const SchedulerOptions& options, PriorityLevels* levels,
-                       OpObserver* observer,
+Dispatcher::Dispatcher(int device, const DriverFunctions& driver, const SchedulerOptions& options,
+                       PriorityLevels* levels, OpObserver* observer,
                        std::unique_ptr<coordinator::GpuCoordinator> coordinator,
                        const DispatcherDirectory* directory)
     : device_(device),
@@ -50,7 +49,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver,
       issuer_(device, driver, options, levels, observer, coordinator_.get(), directory, &queued_,
               &estimates_, &tracker_, &placement_, &accounting_),
       policy_view_(options, levels, &accounting_, &estimates_, &tracker_, &placement_,
-                   coordinator_.get()),
+                   &whole_device_, coordinator_.get()),
       waits_(this, options_, &parking_, &inbox_, &stop_, &direct_, &recycler_, &tracker_,
              coordinator_.get(), watcher_.get()) {
   if (coordinator_ != nullptr) {

@@ -29,8 +29,8 @@
 #include "scheduler/completion_marks.h"
 #include "scheduler/completion_tracker.h"
 #include "scheduler/completion_watcher.h"
-#include "scheduler/direct_work.h"
 #include "scheduler/coordinator/gpu_coordinator.h"
+#include "scheduler/direct_work.h"
 #include "scheduler/dispatcher_directory.h"
 #include "scheduler/dispatcher_parking.h"
 #include "scheduler/dispatcher_waits.h"
@@ -51,6 +51,7 @@
 #include "scheduler/stream_queue.h"
 #include "scheduler/stream_recycler.h"
 #include "scheduler/stream_state.h"
+#include "scheduler/whole_device_work.h"
 
 namespace gpuprio::scheduler {
 
@@ -129,6 +130,16 @@ class Dispatcher : private DispatcherWaits::Host {
   // that work as in flight (lower priorities hold back) until a completion mark it puts behind it
   // has completed. Lock-free; no allocation.
   void NoteDirect(StreamState* stream, int priority, int64_t now_ns);
+
+  // Client, before a launch of `priority` whose work needs the whole GPU (a CUDA graph): less
+  // important work on this device, in this process and in the others sharing the GPU, is held
+  // below it rather than confined for options.ceiling_window_ns. Lock-free.
+  void NoteWholeDevice(int priority, int64_t now_ns) {
+    whole_device_.Note(priority, now_ns, options_.ceiling_window_ns);
+    if (coordinator_ != nullptr) {
+      coordinator_->NoteWholeDevice(priority, options_.ceiling_window_ns);
+    }
+  }
 
   // Client: blocks until `stream` has issued at least `count` ops (or, with `unless_stopping`,
   // until the dispatcher is stopping).
@@ -268,6 +279,7 @@ class Dispatcher : private DispatcherWaits::Host {
   // Spatial isolation: the partition, the twins and the links across a switch. It records links
   // under record_mu_.
   IsolationPlacement placement_;
+  WholeDeviceWork whole_device_;
   std::thread thread_;
   // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
   // uses, so it is gone before they are.

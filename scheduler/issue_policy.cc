@@ -15,6 +15,18 @@ int HighestOtherActive(const DeviceSnapshot& d) {
   return highest;
 }
 
+// Rule 1's view with the request gap: also every level busy within `gap_ns` (a level's
+// last_busy_ns, another process's drop time).
+int HighestRecentlyBusy(const DeviceSnapshot& d, uint64_t gap_ns) {
+  int highest = HighestOtherActive(d);
+  for (const LevelLoad& l : d.levels) {
+    if (d.now_ns - l.last_busy_ns < static_cast<int64_t>(gap_ns)) {
+      highest = std::max(highest, l.priority);
+    }
+  }
+  return d.coordinated ? std::max(highest, d.peers.busy) : highest;
+}
+
 uint64_t InFlightBelowNs(const DeviceSnapshot& d, int ceiling) {
   int64_t sum = 0;
   for (const LevelLoad& l : d.levels) {
@@ -142,6 +154,11 @@ Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) 
 
 bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
   if (op.home_only || !op.confinable) return false;
+  if (o.isolation == Isolation::kActive || o.isolation == Isolation::kAlways) {
+    const int whole_device =
+        std::max(d.local_whole_device, d.coordinated ? d.peers.whole_device : kNoPriority);
+    if (whole_device > op.priority) return false;
+  }
   switch (o.isolation) {
     case Isolation::kOff:
       return false;
@@ -176,7 +193,9 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,
   const uint64_t budget_if_below = p < limits.ceiling ? limits.budget_ns : 0;
   if (op.inherited) return {Verdict::kIssue, Reason::kInherited, budget_if_below};
 
-  const AdmissionSnapshot snapshot{std::max(limits.highest_peer_active, HighestOtherActive(d)),
+  const int highest_busy =
+      o.request_gap_ns != 0 ? HighestRecentlyBusy(d, o.request_gap_ns) : HighestOtherActive(d);
+  const AdmissionSnapshot snapshot{std::max(limits.highest_peer_active, highest_busy),
                                    limits.ceiling, BudgetedInFlightNs(p, d, limits, o),
                                    limits.budget_ns};
   const Admitted admitted = AdmitWithHoldBound(op, snapshot, o);

@@ -4,8 +4,9 @@
 //
 // The rules, in the order they are applied:
 //   1. Nothing is issued while work of a higher priority is pending (at a stream head) or in
-//      flight, here or in another process on the GPU -- for at most max_hold_ns after the op was
-//      first held; then the budget alone decides (Admit).
+//      flight, here or in another process on the GPU, or was less than request_gap_ns ago (a gap
+//      inside one of its requests) -- for at most max_hold_ns after the op was first held; then
+//      the budget alone decides (Admit).
 //   2. Work below the ceiling (the highest level that submitted work within the window, at least
 //      the unbudgeted level, here or in a peer) keeps its in-flight estimated GPU time within the
 //      budget (the peer budget, if smaller, below a peer's ceiling). One op is always admitted
@@ -16,7 +17,9 @@
 //      unless more important work is queued behind it on its own stream.
 //   4. Spatial isolation: work below a more important level (Isolation) is confined to the SM
 //      partition where one exists; rules 1-3 do not apply to it, but a stream keeps at most
-//      confined_queue_ns of estimated work on its twin (always at least one op).
+//      confined_queue_ns of estimated work on its twin (always at least one op). Not below a
+//      level that launched work needing the whole GPU (a CUDA graph) within the window, here or
+//      in another process: a reserve would not hold that work, so rules 1-3 hold it instead.
 //   5. An op another op waits for (priority inheritance) and a home-only marker are never held.
 #ifndef GPUPRIO_SCHEDULER_ISSUE_POLICY_H_
 #define GPUPRIO_SCHEDULER_ISSUE_POLICY_H_
@@ -89,6 +92,10 @@ struct LevelLoad {
 struct PeerView {
   int highest_active = kNoPriority;
   int ceiling = kNoPriority;  // within the window, floor: the unbudgeted level
+  // highest_active, or a level whose work ended less than options.request_gap_ns ago.
+  int busy = kNoPriority;
+  // The highest level that launched work needing the whole GPU within the window.
+  int whole_device = kNoPriority;
 };
 
 // The parts of a device's state that cost more than a load to read (a walk over
@@ -119,6 +126,9 @@ struct DeviceSnapshot {
   int local_ceiling = kNoPriority;
   int local_above_op = kNoPriority;
   int local_max_seen = kNoPriority;  // the highest level that ever submitted here
+  // The highest level of this process that launched work needing the whole GPU on this device
+  // (a CUDA graph) within the window (WholeDeviceWork).
+  int local_whole_device = kNoPriority;
   // The highest priority among the other streams' heads (kNoPriority: none).
   int highest_other_head = kNoPriority;
   absl::Span<const LevelLoad> levels;

@@ -45,6 +45,7 @@ DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
   d.local_ceiling = accounting_->Ceiling(now_ns);
   d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
   d.local_max_seen = levels_->MaxSeen();
+  d.local_whole_device = whole_device_->Highest(now_ns, options_.ceiling_window_ns);
   for (const StreamQueue* other : active) {
     if (other != &q) {
       d.highest_other_head = std::max(d.highest_other_head, other->pending.front()->priority);
@@ -53,10 +54,10 @@ DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
   d.levels = accounting_->levels();
   d.queries = queries;
   if (coordinator_ != nullptr) {
-    const coordinator::PeerState peers =
-        coordinator_->Peers(now_ns, options_.ceiling_window_ns, options_.unbudgeted_priority);
+    const coordinator::PeerState peers = coordinator_->Peers(
+        now_ns, options_.ceiling_window_ns, options_.unbudgeted_priority, options_.request_gap_ns);
     d.coordinated = true;
-    d.peers = {peers.highest_active, peers.ceiling};
+    d.peers = {peers.highest_active, peers.ceiling, peers.busy, peers.whole_device};
   }
   d.confined_in_flight_ops = q.confined_in_flight_ops;
   d.confined_in_flight_ns = q.confined_in_flight_ns;

@@ -17,6 +17,7 @@
 #include "scheduler/options.h"
 #include "scheduler/priority_levels.h"
 #include "scheduler/stream_queue.h"
+#include "scheduler/whole_device_work.h"
 
 namespace gpuprio::scheduler {
 
@@ -26,13 +27,14 @@ class PolicyView {
   PolicyView(const SchedulerOptions& options, const PriorityLevels* levels,
              const LevelAccounting* accounting, const DurationEstimator* estimates,
              const CompletionTracker* tracker, IsolationPlacement* placement,
-             coordinator::GpuCoordinator* coordinator)
+             const WholeDeviceWork* whole_device, coordinator::GpuCoordinator* coordinator)
       : options_(options),
         levels_(levels),
         accounting_(accounting),
         estimates_(estimates),
         tracker_(tracker),
         placement_(placement),
+        whole_device_(whole_device),
         coordinator_(coordinator) {}
   PolicyView(const PolicyView&) = delete;
   PolicyView& operator=(const PolicyView&) = delete;
@@ -67,6 +69,7 @@ class PolicyView {
   const DurationEstimator* const estimates_;
   const CompletionTracker* const tracker_;
   IsolationPlacement* const placement_;
+  const WholeDeviceWork* const whole_device_;
   coordinator::GpuCoordinator* const coordinator_;
 };
 

@@ -271,6 +271,11 @@ bool Scheduler::OnlyLessImportantQueued(const StreamState* stream, int priority)
   return true;
 }
 
+void Scheduler::NoteWholeDeviceWork(const StreamState* stream) {
+  if (stream == nullptr || stream->dispatcher == nullptr) return;
+  stream->dispatcher->NoteWholeDevice(EffectivePriority(stream), CoarseNowNs());
+}
+
 void Scheduler::NoteDirect(StreamState* stream, int priority) {
   PriorityLevelStats& level = levels_.At(priority);
   level.ops_on_caller.fetch_add(1, std::memory_order_relaxed);

@@ -59,6 +59,11 @@ class Scheduler {
   // Thread setting, else the stream's, else the process default.
   int EffectivePriority(const StreamState* stream) const;
 
+  // Before a launch on `stream` (null: not scheduled) whose work needs the whole GPU (a CUDA
+  // graph): less important work on its device is held rather than confined below it
+  // (Dispatcher::NoteWholeDevice).
+  void NoteWholeDeviceWork(const StreamState* stream);
+
   // Takes ownership of `op` (from OpPool::ForThisThread()) and queues it on its stream.
   void Submit(Op* op);
 

@@ -35,6 +35,14 @@ inline int64_t SharedCoarseNowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// CLOCK_REALTIME at full resolution: for shared times that must be finer than a tick (the
+// segment's last_drop).
+inline int64_t SharedNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 }  // namespace gpuprio::base
 
 #endif  // GPUPRIO_SCHEDULER_BASE_CLOCK_H_

@@ -114,6 +114,8 @@ bool GpuCoordinator::Claim() {
     slot.isolation_device_sms.store(0, std::memory_order_relaxed);
     slot.confined_in_flight_ops.store(0, std::memory_order_relaxed);
     slot.confined_in_flight_estimated_ns.store(0, std::memory_order_relaxed);
+    slot.last_drop.store(0, std::memory_order_relaxed);
+    slot.last_whole_device.store(0, std::memory_order_relaxed);
     for (LevelRow& row : slot.level_rows) ResetRow(row);
     ResetRow(slot.other_levels);
     slot_word_ = SlotWord(SlotWordGeneration(claimed), kSlotLive);
@@ -206,10 +208,27 @@ void GpuCoordinator::RefreshPeersIfClaimed() const {
   }
 }
 
-PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) const {
+int GpuCoordinator::LastSubmitWithin(const ProcessSlot& slot, int top, int stop, int64_t shared_now,
+                                     uint64_t window_ns) {
+  for (int p = top; p > stop; --p) {
+    const int64_t t =
+        slot.level_last_submit_unix_ns[p - kLowestPriority].load(std::memory_order_relaxed);
+    // Ahead of this clock by up to a tick or two of the coarse clocks is normal; further ahead
+    // is garbage (or a clock stepped back), which must not keep a level up.
+    if (t != 0 && shared_now - t <= static_cast<int64_t>(window_ns) &&
+        t - shared_now <= kFutureToleranceNs) {
+      return p;
+    }
+  }
+  return kNoPriority;
+}
+
+PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor,
+                                uint64_t busy_window_ns) const {
   RefreshPeersIfClaimed();
   PeerState state;
   int64_t shared_now = 0;  // read once, and only if some slot's levels are looked at
+  int64_t now_us = 0;      // the same for the drop times (full resolution)
   for (uint64_t mask = peer_mask_.load(std::memory_order_relaxed); mask != 0; mask &= mask - 1) {
     const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(mask));
     const ProcessSlot& slot = segment_->slot(i);
@@ -218,23 +237,39 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor) c
     if (slot.held.load(std::memory_order_relaxed) != 0) state.any_held = true;
     const int active = slot.active_priority.load(std::memory_order_seq_cst);
     if (ValidPriority(active) && active > state.highest_active) state.highest_active = active;
+    const uint64_t whole = slot.last_whole_device.load(std::memory_order_relaxed);
+    const int whole_priority = LevelStampPriority(whole);
+    if (whole != 0 && ValidPriority(whole_priority) && whole_priority > state.whole_device) {
+      if (shared_now == 0) shared_now = base::SharedCoarseNowNs();
+      // In microseconds: a garbage stamp's difference would overflow in nanoseconds.
+      const int64_t age_us = shared_now / 1000 - LevelStampUnixUs(whole);
+      if (age_us <= static_cast<int64_t>(window_ns / 1000) &&
+          -age_us <= kFutureToleranceNs / 1000) {
+        state.whole_device = whole_priority;
+      }
+    }
+    if (busy_window_ns != 0) {
+      const uint64_t drop = slot.last_drop.load(std::memory_order_seq_cst);
+      const int dropped = LevelStampPriority(drop);
+      if (drop != 0 && ValidPriority(dropped) && dropped > state.busy) {
+        if (now_us == 0) now_us = base::SharedNowNs() / 1000;
+        const int64_t since_us = now_us - LevelStampUnixUs(drop);
+        // A stamp from the future (another clock, garbage) counts as nothing.
+        if (since_us >= -kDropFutureToleranceNs / 1000 &&
+            since_us <= static_cast<int64_t>(busy_window_ns / 1000)) {
+          state.busy = dropped;
+        }
+      }
+    }
     // The ceiling: from the slot's highest level down to what is already known.
-    int top = slot.max_seen_priority.load(std::memory_order_relaxed);
+    const int top = slot.max_seen_priority.load(std::memory_order_relaxed);
     if (!ValidPriority(top)) continue;
     const int stop = std::max(floor, state.ceiling);
     if (top > stop && shared_now == 0) shared_now = base::SharedCoarseNowNs();
-    for (int p = top; p > stop; --p) {
-      const int64_t t =
-          slot.level_last_submit_unix_ns[p - kLowestPriority].load(std::memory_order_relaxed);
-      // Ahead of this clock by up to a tick or two of the coarse clocks is normal; further ahead
-      // is garbage (or a clock stepped back), which must not keep a ceiling up.
-      if (t != 0 && shared_now - t <= static_cast<int64_t>(window_ns) &&
-          t - shared_now <= kFutureToleranceNs) {
-        state.ceiling = p;
-        break;
-      }
-    }
+    state.ceiling =
+        std::max(state.ceiling, LastSubmitWithin(slot, top, stop, shared_now, window_ns));
   }
+  state.busy = std::max(state.busy, state.highest_active);
   return state;
 }
 
@@ -369,8 +404,29 @@ void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
 }
 
 void GpuCoordinator::SetActive(int priority) {
+  // The drop's time is stored before the level falls, so a reader that sees the lower level also
+  // sees when it fell (both seq_cst). A client raising the level in between only makes the
+  // stamp name a level that is still up: readers count it busy a little longer.
+  const int seen = slot_->active_priority.load(std::memory_order_seq_cst);
+  if (priority < seen && ValidPriority(seen)) {
+    slot_->last_drop.store(LevelStampWord(base::SharedNowNs(), seen), std::memory_order_seq_cst);
+  }
   const int before = slot_->active_priority.exchange(priority, std::memory_order_seq_cst);
   if (priority < before) WakeDropSleepers();
+}
+
+void GpuCoordinator::NoteWholeDevice(int priority, uint64_t window_ns) {
+  if (released_.load(std::memory_order_relaxed)) return;
+  std::atomic<uint64_t>& stamp = slot_->last_whole_device;
+  const uint64_t seen = stamp.load(std::memory_order_relaxed);
+  const int64_t now = base::SharedCoarseNowNs();
+  const int64_t age_ns = now - LevelStampUnixUs(seen) * 1000;
+  const int seen_priority = LevelStampPriority(seen);
+  if (seen == 0 || priority > seen_priority ||
+      (priority == seen_priority && age_ns > kSubmitGranularityNs) ||
+      age_ns > static_cast<int64_t>(window_ns)) {
+    stamp.store(LevelStampWord(now, priority), std::memory_order_relaxed);
+  }
 }
 
 void GpuCoordinator::WakeDropSleepers() const {

@@ -23,6 +23,12 @@ struct PeerState {
   int highest_active = kNoPriority;  // highest level another process has queued or in flight
   int ceiling = kNoPriority;         // highest level another process submitted within the window
   bool any_held = false;             // another process's dispatcher is holding work back
+  // The highest level another process has queued or in flight, or had until less than the busy
+  // window ago (ProcessSlot::last_drop; kNoPriority: none; highest_active without a window).
+  int busy = kNoPriority;
+  // The highest level another process launched work needing the whole GPU at within the window
+  // (ProcessSlot::last_whole_device).
+  int whole_device = kNoPriority;
 };
 
 class GpuCoordinator {
@@ -58,11 +64,16 @@ class GpuCoordinator {
   // --- Dispatcher thread. ---
   // The other processes' levels, `now_ns` on CLOCK_MONOTONIC (this process's own clock). A slot
   // whose heartbeat has not changed for kStaleHeartbeatNs of that clock is skipped: a stopped or
-  // wedged process must not hold the GPU for ever.
-  PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor) const;
+  // wedged process must not hold the GPU for ever. `window_ns`: the ceiling's, on the shared
+  // coarse clock; `busy_window_ns`: PeerState::busy's (0: busy is highest_active).
+  PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor, uint64_t busy_window_ns = 0) const;
   // The highest level this process has active, as the dispatcher counts it. Lowering it wakes
   // the processes sleeping in WaitForPeerDrop.
   void SetActive(int priority);
+  // Any thread, lock-free: a level of this process launches work that needs the whole GPU (a CUDA
+  // graph). The slot keeps the highest level noted within `window_ns`; a level's own stamp is
+  // refreshed at most once a millisecond.
+  void NoteWholeDevice(int priority, uint64_t window_ns);
   int Active() const { return slot_->active_priority.load(std::memory_order_seq_cst); }
   void PublishQueue(int64_t ops, int64_t estimated_ns);
   void PublishInFlight(int64_t ops, int64_t estimated_ns);
@@ -103,6 +114,8 @@ class GpuCoordinator {
   static constexpr int64_t kLivenessCheckNs = 100'000'000;
   // A submit time further ahead of the reader's clock than this is garbage, and ignored.
   static constexpr int64_t kFutureToleranceNs = 1'000'000'000;
+  // The same for a drop time (microseconds of CLOCK_REALTIME, read at full resolution).
+  static constexpr int64_t kDropFutureToleranceNs = 1'000'000;
 
  private:
   GpuCoordinator(std::unique_ptr<DeviceSegment> segment, ProcessIdentity self,
@@ -114,6 +127,10 @@ class GpuCoordinator {
   // dispatcher, and Attach), one pass also frees the slots whose lock no process holds
   // (exited, killed, exec'd, or never anyone's).
   void RefreshPeers(bool reclaim_dead = false) const;
+  // The highest level of `slot`, from `top` down to above `stop`, that submitted within
+  // `window_ns` of `shared_now` (kNoPriority: none).
+  static int LastSubmitWithin(const ProcessSlot& slot, int top, int stop, int64_t shared_now,
+                              uint64_t window_ns);
   // Stops coordinating (the slot is no longer this process's to write), with one message.
   void Abandon(const char* why);
   // Whether slot i's heartbeat changed within kStaleHeartbeatNs before `now_ns`, as this process

@@ -101,6 +101,18 @@ struct LevelRow {
   std::atomic<uint64_t> ops_confined;    // of the dispatched ones, issued onto a twin stream
   std::atomic<uint64_t> delay_histogram[kDelayBuckets];  // dispatched ops' queueing delay
 };
+// A time and a level in one word (ProcessSlot::last_drop, last_whole_device): CLOCK_REALTIME in
+// microseconds, and the level's LevelKey.
+inline constexpr uint64_t LevelStampWord(int64_t unix_ns, int priority) {
+  return (static_cast<uint64_t>(unix_ns / 1000) << 8) |
+         static_cast<uint64_t>(priority - kLowestPriority + 1);
+}
+inline constexpr int LevelStampPriority(uint64_t word) {
+  return static_cast<int>(word & 0xff) + kLowestPriority - 1;
+}
+// Below 2^56 whatever the word holds, so differences of two never overflow.
+inline constexpr int64_t LevelStampUnixUs(uint64_t word) { return static_cast<int64_t>(word >> 8); }
+
 inline constexpr uint32_t LevelKey(int priority) {
   return static_cast<uint32_t>(priority - kLowestPriority + 1);
 }
@@ -143,11 +155,19 @@ struct ProcessSlot {
   std::atomic<int32_t> isolation_device_sms;
   std::atomic<int64_t> confined_in_flight_ops;
   std::atomic<int64_t> confined_in_flight_estimated_ns;
-  uint64_t reserved1;
+  // When the dispatcher last lowered active_priority, and from which level: LevelStampWord (0:
+  // never). A level whose work ended moments ago is most likely between two steps of one request
+  // (SchedulerOptions::request_gap_ns). One word, so a reader never pairs a time with another
+  // drop's level.
+  std::atomic<uint64_t> last_drop;
   // Per-level counters (the process-wide ones above are their sums).
   LevelRow level_rows[kLevelRows];
   LevelRow other_levels;  // level_key unused
-  char reserved[kSlotBytes - kLevelStatsOffset - (kLevelRows + 1) * sizeof(LevelRow)];
+  // When a level of this process last launched work that needs the whole GPU (a CUDA graph), and
+  // which level (the highest within the last millisecond): LevelStampWord on the coarse clock (0:
+  // never). Less important work in every process is held below it rather than confined.
+  std::atomic<uint64_t> last_whole_device;
+  char reserved[kSlotBytes - kLevelStatsOffset - (kLevelRows + 1) * sizeof(LevelRow) - 8];
 };
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);

@@ -191,6 +191,77 @@ TEST_CASE("Peers see each other's active level and recent submissions", "[coordi
   CHECK_FALSE(low->PeersPresent());
 }
 
+TEST_CASE("A level that dropped less than the busy window ago still counts as busy",
+          "[coordinator]") {
+  // The request gap (SchedulerOptions::request_gap_ns): a level whose work ended moments ago is
+  // between two steps of a request. The drop is stamped at full resolution, before the level falls.
+  TestSegment t;
+  auto high = t.Attach(1);
+  auto low = t.Attach(-1);
+  constexpr uint64_t kHour = 3600'000'000'000;
+  const int64_t now = base::SteadyNowNs();
+  CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == kNoPriority);  // never active
+  high->NoteSubmit(2, now);
+  CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == 2);  // active
+  high->SetActive(1);
+  PeerState seen = low->Peers(now, kWindow, kFloor, kHour);
+  CHECK(seen.highest_active == 1);
+  CHECK(seen.busy == 2);                              // dropped from 2 within the window
+  CHECK(low->Peers(now, kWindow, kFloor).busy == 1);  // no window: busy is the active level
+  high->SetActive(kNoPriority);
+  seen = low->Peers(now, kWindow, kFloor, kHour);
+  CHECK(seen.highest_active == kNoPriority);
+  CHECK(seen.busy == 1);  // the last drop was from 1
+  std::atomic<uint64_t>& drop = high->segment().slot(high->slot_index()).last_drop;
+  CHECK(LevelStampPriority(drop.load()) == 1);
+  CHECK(std::abs(LevelStampUnixUs(drop.load()) - base::SharedNowNs() / 1000) < 60'000'000);
+  SECTION("longer ago than the window: not busy") {
+    drop.store(LevelStampWord(base::SharedNowNs() - 2'000'000, 1));
+    CHECK(low->Peers(now, kWindow, kFloor, 1'000'000).busy == kNoPriority);
+    CHECK(low->Peers(now, kWindow, kFloor, 3'000'000).busy == 1);
+  }
+  SECTION("a drop time from the future or garbage: not busy") {
+    drop.store(LevelStampWord(base::SharedNowNs() + 5'000'000'000, 1));
+    CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == kNoPriority);
+    drop.store(~uint64_t{0});  // level key 255: no valid level
+    CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == kNoPriority);
+  }
+  SECTION("a process does not see its own drop") {
+    CHECK(high->Peers(now, kWindow, kFloor, kHour).busy == kNoPriority);
+  }
+}
+
+TEST_CASE("A level's whole-device work is seen by the other processes within the window",
+          "[coordinator]") {
+  TestSegment t;
+  auto high = t.Attach(1);
+  auto low = t.Attach(-1);
+  const int64_t now = base::SteadyNowNs();
+  CHECK(low->Peers(now, kWindow, kFloor).whole_device == kNoPriority);
+  high->NoteWholeDevice(2, kWindow);
+  high->NoteWholeDevice(1, kWindow);  // a lower level within the window does not replace it
+  CHECK(low->Peers(now, kWindow, kFloor).whole_device == 2);
+  CHECK(high->Peers(now, kWindow, kFloor).whole_device == kNoPriority);  // not its own
+  std::atomic<uint64_t>& stamp = high->segment().slot(high->slot_index()).last_whole_device;
+  SECTION("older than the window: gone, and a lower level's note replaces it") {
+    stamp.store(LevelStampWord(base::SharedCoarseNowNs() - 2 * static_cast<int64_t>(kWindow), 2));
+    CHECK(low->Peers(now, kWindow, kFloor).whole_device == kNoPriority);
+    high->NoteWholeDevice(1, kWindow);
+    CHECK(low->Peers(now, kWindow, kFloor).whole_device == 1);
+  }
+  SECTION("from the future, or no valid level: ignored") {
+    stamp.store(LevelStampWord(base::SharedCoarseNowNs() + 5000'000'000'000, 2));
+    CHECK(low->Peers(now, kWindow, kFloor).whole_device == kNoPriority);
+    stamp.store(~uint64_t{0});
+    CHECK(low->Peers(now, kWindow, kFloor).whole_device == kNoPriority);
+  }
+  SECTION("a released process's note is not seen") {
+    high->Release();
+    low->Maintain(now, 0);
+    CHECK(low->Peers(now, kWindow, kFloor).whole_device == kNoPriority);
+  }
+}
+
 TEST_CASE("A submit time from another clock or the future keeps no ceiling up", "[coordinator]") {
   // Processes in other time namespaces (containers) have other CLOCK_MONOTONIC values; submit
   // times are real-time, which no namespace shifts, and one far in the future is garbage.
@@ -585,6 +656,10 @@ TEST_CASE("Garbage in the slots is ignored, never trusted", "[coordinator]") {
     const PeerState seen = c->Peers(now, kWindow, kFloor);
     CHECK((seen.highest_active == kNoPriority ||
            (seen.highest_active >= kLowestPriority && seen.highest_active <= kHighestPriority)));
+    const PeerState with_gap = c->Peers(now, kWindow, kFloor, 3600'000'000'000);
+    for (const int level : {with_gap.busy, with_gap.whole_device}) {
+      CHECK((level == kNoPriority || (level >= kLowestPriority && level <= kHighestPriority)));
+    }
     c->Maintain(now, 0);
     c->PeersAllowDirect(0, kWindow, kFloor);
   }

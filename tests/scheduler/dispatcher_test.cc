@@ -272,6 +272,96 @@ TEST_CASE("Work below another process's level keeps the smaller cross-process bu
   high.reset();
 }
 
+// The first issue time of each tagged op (Op::cost_hint_ns is the tag), and whether it was
+// issued onto a twin.
+std::atomic<int64_t> g_tag_issued_ns[3];
+std::atomic<bool> g_tag_confined[3];
+
+CUresult IssueTagged(Op& op) {
+  int64_t unset = 0;
+  g_tag_confined[op.cost_hint_ns] = op.confined_stream != nullptr;
+  g_tag_issued_ns[op.cost_hint_ns].compare_exchange_strong(unset, gpuprio::base::SteadyNowNs());
+  return CUDA_SUCCESS;
+}
+
+void SubmitTagged(Dispatcher& d, StreamState& s, int priority, uint64_t tag) {
+  Op* op = OpPool::ForThisThread().Take();
+  op->issue = &IssueTagged;
+  op->name = "kernel";
+  op->stream = &s;
+  op->priority = priority;
+  op->cost_key = &kKernel;
+  op->cost_hint_ns = tag;
+  op->submit_ns = gpuprio::base::SteadyNowNs();
+  d.Submit(op);
+}
+
+TEST_CASE("Work below a more important level waits out its request gap, on that GPU only",
+          "[dispatcher][coordinator]") {
+  // A level busy less than request_gap_ns ago holds less important work (rule 1) on its own GPU;
+  // the same process's other GPU is not held. The gap is long, so that on a loaded machine the
+  // low op on the other GPU is issued well inside it; only lower bounds are checked on time.
+  static constexpr uint8_t kBusyGpu[16] = {'g', 'a', 'p', '-', 'b', 'u', 's', 'y'};
+  static constexpr uint8_t kOtherGpu[16] = {'g', 'a', 'p', '-', 'o', 't', 'h', 'e', 'r'};
+  constexpr int64_t kGapNs = 300'000'000;
+  constexpr uint64_t kBusy = 0, kOther = 1, kHigh = 2;  // tags
+  const gpuprio_test::ScopedDirectory shm("dispatcher_gap");
+  gpuprio::coordinator::SegmentOptions segment;
+  segment.shm_dir = shm.path();
+  SchedulerOptions options = Options();
+  options.request_gap_ns = kGapNs;
+  options.default_estimate_ns = 100'000;  // within the budget: only rule 1 can hold the op
+  options.max_hold_ns = kNeverNs;         // rule 1's bound (0.1 s) would end the hold sooner
+  g_gpu_progresses = true;
+  for (auto& t : g_tag_issued_ns) t = 0;
+  PriorityLevels levels;
+  StreamState busy_stream, other_stream;
+  int64_t busy_since = 0;  // the more important level's work ended no earlier than this
+  std::unique_ptr<gpuprio::coordinator::GpuCoordinator> high;
+  std::unique_ptr<Dispatcher> busy, other;
+
+  SECTION("another process's level, dropped a moment ago") {
+    options.coordinate = true;
+    auto attach = [&](const uint8_t(&uuid)[16], int priority) {
+      auto c = gpuprio::coordinator::GpuCoordinator::Attach(segment, uuid, priority);
+      REQUIRE(c.ok());
+      return *std::move(c);
+    };
+    high = attach(kBusyGpu, 1);
+    high->NoteSubmit(1, gpuprio::base::SteadyNowNs());
+    busy_since = gpuprio::base::SteadyNowNs();
+    high->SetActive(gpuprio::coordinator::kNoPriority);  // its request's last work just ended
+    busy = std::make_unique<Dispatcher>(0, ScriptedDriver(), options, &levels, nullptr,
+                                        attach(kBusyGpu, -1));
+    other = std::make_unique<Dispatcher>(1, ScriptedDriver(), options, &levels, nullptr,
+                                         attach(kOtherGpu, -1));
+    AttachStream(*busy, busy_stream);
+    AttachStream(*other, other_stream);
+  }
+  SECTION("a level of this process, whose op on that GPU just completed") {
+    busy = std::make_unique<Dispatcher>(0, ScriptedDriver(), options, &levels, nullptr);
+    other = std::make_unique<Dispatcher>(1, ScriptedDriver(), options, &levels, nullptr);
+    AttachStream(*busy, busy_stream);
+    AttachStream(*other, other_stream);
+    SubmitTagged(*busy, busy_stream, 1, kHigh);
+    REQUIRE(Eventually([] { return g_tag_issued_ns[kHigh].load() != 0; }));
+    busy_since = g_tag_issued_ns[kHigh].load();
+  }
+  SubmitTagged(*busy, busy_stream, -1, kBusy);
+  SubmitTagged(*other, other_stream, -1, kOther);
+  REQUIRE(Eventually([] { return g_tag_issued_ns[kOther].load() != 0; }));
+  if (gpuprio::base::SteadyNowNs() - busy_since < kGapNs / 2) {
+    // Still well inside the gap: the op on the busy GPU is held (skipped only on a machine so
+    // slow that half the gap went by before the other GPU's op was issued).
+    CHECK(g_tag_issued_ns[kBusy].load() == 0);
+  }
+  REQUIRE(Eventually([] { return g_tag_issued_ns[kBusy].load() != 0; }));
+  // The drop is stamped on the real-time clock: a millisecond of slack between the two clocks.
+  CHECK(g_tag_issued_ns[kBusy].load() - busy_since >= kGapNs - 1'000'000);
+  busy->Stop();
+  other->Stop();
+}
+
 TEST_CASE("Direct work wakes a parked dispatcher only from a long park or for a held process",
           "[dispatcher][coordinator]") {
   // A server's ops issued on the fast path, beside another process that holds nothing back
@@ -577,6 +667,42 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   CHECK(g_issued.load() == 40);
   CHECK(s.issued.load() == 40);
   CHECK(levels.At(-1).ops_confined.load() == 40);
+}
+
+TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, on that GPU only",
+          "[dispatcher]") {
+  // Isolation active, a partition on both devices, level 1 active within the window. On device 0
+  // level 1 launched a graph (NoteWholeDevice): the reserve would not hold it, so the low op runs
+  // on its own stream (rules 1-3 judge it). On device 1 level 1 launched kernels only: confined.
+  constexpr uint64_t kGraphGpu = 0, kKernelGpu = 1;  // tags
+  g_gpu_progresses = true;
+  for (auto& t : g_tag_issued_ns) t = 0;
+  SchedulerOptions o = Options();
+  o.isolation = gpuprio::scheduler::Isolation::kActive;
+  o.default_estimate_ns = 100'000;
+  PriorityLevels levels;
+  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());
+  Dispatcher graph_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  Dispatcher kernel_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  StreamState graph_stream, kernel_stream;
+  AttachStream(graph_gpu, graph_stream);
+  AttachStream(kernel_gpu, kernel_stream);
+  graph_gpu.NoteWholeDevice(1, gpuprio::base::SteadyNowNs());
+  SubmitTagged(graph_gpu, graph_stream, -1, kGraphGpu);
+  SubmitTagged(kernel_gpu, kernel_stream, -1, kKernelGpu);
+  REQUIRE(Eventually([] {
+    return g_tag_issued_ns[kGraphGpu].load() != 0 && g_tag_issued_ns[kKernelGpu].load() != 0;
+  }));
+  CHECK_FALSE(g_tag_confined[kGraphGpu].load());
+  CHECK(g_tag_confined[kKernelGpu].load());
+  // A note of the low level itself changes nothing for its own work: still confined below 1.
+  kernel_gpu.NoteWholeDevice(-1, gpuprio::base::SteadyNowNs());
+  g_tag_issued_ns[kKernelGpu] = 0;
+  SubmitTagged(kernel_gpu, kernel_stream, -1, kKernelGpu);
+  REQUIRE(Eventually([] { return g_tag_issued_ns[kKernelGpu].load() != 0; }));
+  CHECK(g_tag_confined[kKernelGpu].load());
+  graph_gpu.Stop();
+  kernel_gpu.Stop();
 }
 
 }  // namespace

@@ -350,6 +350,57 @@ TEST_CASE("Decide: the rules switched off", "[scheduler][policy]") {
   }
 }
 
+TEST_CASE("Decide: the request gap holds work in the gaps of more important work",
+          "[scheduler][policy]") {
+  SchedulerOptions o = Options();
+  o.request_gap_ns = kMs;
+  FixedQueries queries;
+  DeviceSnapshot d = Idle(&queries);
+  d.local_ceiling = 1;
+  const int64_t gap = static_cast<int64_t>(kMs);
+  SECTION("a level of this process that had work until less than the gap ago holds it") {
+    // Level 1's last op ended 0.4 ms ago: nothing of it is queued or in flight.
+    const std::vector<LevelLoad> levels = {InFlight(1, 0, 0, kNow - 400'000)};
+    d.levels = levels;
+    const Decision held = Decide(Op(-1, 10'000), d, false, o);
+    CHECK(held.verdict == Verdict::kHold);
+    CHECK(held.reason == Reason::kHigherPriority);
+    SECTION("the same gap, the rule off: the budget admits it") {
+      o.request_gap_ns = 0;
+      CHECK(Decide(Op(-1, 10'000), d, false, o).verdict == Verdict::kIssue);
+    }
+    SECTION("an op of the busy level itself, or above it, is not held by it") {
+      CHECK(Decide(Op(1, 10'000), d, false, o).verdict == Verdict::kIssue);
+      CHECK(Decide(Op(2, 10'000), d, false, o).verdict == Verdict::kIssue);
+    }
+    SECTION("confined work is not held (rule 4 first)") {
+      CHECK(Decide(Op(-1, 10'000), d, /*confine=*/true, o).verdict == Verdict::kIssueConfined);
+    }
+    SECTION("the hold bound still applies") {
+      const Decision bound = Decide(Op(-1, 10'000, /*held_ns=*/100 * gap), d, false, o);
+      CHECK(bound.verdict == Verdict::kIssue);
+      CHECK(bound.reason == Reason::kHoldBound);
+    }
+  }
+  SECTION("a level whose work ended longer ago than the gap does not") {
+    const std::vector<LevelLoad> levels = {InFlight(1, 0, 0, kNow - gap - 1)};
+    d.levels = levels;
+    CHECK(Decide(Op(-1, 10'000), d, false, o).verdict == Verdict::kIssue);
+  }
+  SECTION("another process's level busy within the gap (PeerState::busy) holds it") {
+    d.coordinated = true;
+    d.peers = {kNoPriority, 1, /*busy=*/1};
+    const Decision held = Decide(Op(-1, 10'000), d, false, o);
+    CHECK(held.verdict == Verdict::kHold);
+    CHECK(held.reason == Reason::kHigherPriority);
+    d.peers.busy = -1;  // a busy level below the op's does not
+    CHECK(Decide(Op(-1, 10'000), d, false, o).verdict == Verdict::kIssue);
+    d.peers.busy = 1;
+    o.request_gap_ns = 0;  // without the rule, busy is not read
+    CHECK(Decide(Op(-1, 10'000), d, false, o).verdict == Verdict::kIssue);
+  }
+}
+
 TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
   SchedulerOptions o = Options();
   FixedQueries queries;
@@ -396,6 +447,31 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
     CHECK_FALSE(WantsConfinement(low, d, o));
     CHECK(queries.asked_ever == 0);  // asked only with SMs shared
     queries.shares_sms = true;
+    CHECK(WantsConfinement(low, d, o));
+  }
+  SECTION(
+      "active and always: not below a level whose work needs the whole GPU, here or in a peer") {
+    for (const Isolation mode : {Isolation::kActive, Isolation::kAlways}) {
+      INFO("mode " << static_cast<int>(mode));
+      o.isolation = mode;
+      d.local_above_op = 1;
+      d.local_max_seen = 1;
+      d.local_whole_device = kNoPriority;
+      d.coordinated = false;
+      d.peers = {};
+      CHECK(WantsConfinement(low, d, o));
+      d.local_whole_device = 1;  // the level above launched a graph within the window
+      CHECK_FALSE(WantsConfinement(low, d, o));
+      d.local_whole_device = -1;  // the op's own level: it still confines its work below 1
+      CHECK(WantsConfinement(low, d, o));
+      d.coordinated = true;
+      d.peers.whole_device = 2;  // another process's level
+      CHECK_FALSE(WantsConfinement(low, d, o));
+      d.coordinated = false;  // read only where other processes take part
+      CHECK(WantsConfinement(low, d, o));
+    }
+    o.isolation = Isolation::kForce;  // the debug switch confines everything regardless
+    d.local_whole_device = 1;
     CHECK(WantsConfinement(low, d, o));
   }
 }

@@ -25,6 +25,7 @@ using gpuprio::scheduler::PolicyView;
 using gpuprio::scheduler::PriorityLevels;
 using gpuprio::scheduler::SchedulerOptions;
 using gpuprio::scheduler::StreamQueue;
+using gpuprio::scheduler::WholeDeviceWork;
 using gpuprio_test::ScriptedDriver;
 
 void Retired(void*, StreamQueue*, const InFlight&) {}
@@ -36,7 +37,8 @@ struct Fixture {
       : accounting(0, options, &levels, nullptr),
         tracker(ScriptedDriver(), &estimates, &record_mu, &Retired, nullptr),
         placement(0, ScriptedDriver(), 16, &record_mu),
-        view(options, &levels, &accounting, &estimates, &tracker, &placement, nullptr) {}
+        view(options, &levels, &accounting, &estimates, &tracker, &placement, &whole_device,
+             nullptr) {}
   // `q` with ops of `priorities` queued, in order.
   std::vector<Op> Queue(StreamQueue* q, std::vector<int> priorities) {
     std::vector<Op> ops(priorities.size());
@@ -51,6 +53,7 @@ struct Fixture {
   absl::Mutex record_mu;
   CompletionTracker tracker;
   IsolationPlacement placement;
+  WholeDeviceWork whole_device;
   PolicyView view;
 };
 
@@ -107,6 +110,7 @@ TEST_CASE("PolicyView: the device as one stream's head sees it") {
   CHECK(d.levels.size() == 2);
   CHECK_FALSE(d.coordinated);
   CHECK(d.peers.highest_active == kNoPriority);
+  CHECK(d.local_whole_device == kNoPriority);
   CHECK(d.confined_in_flight_ops == 1);
   CHECK(d.confined_in_flight_ns == 800);
   CHECK(d.oldest_confined_issue_ns == 20);
@@ -128,6 +132,25 @@ TEST_CASE("PolicyView: the device as one stream's head sees it") {
   CHECK(l.highest_other_head == 6);
   CHECK(l.oldest_confined_issue_ns == 0);
   CHECK(l.confined_in_flight_ops == 0);
+}
+
+TEST_CASE("PolicyView: a level's whole-device work shows within the window") {
+  Fixture t;
+  t.options.ceiling_window_ns = 500'000'000;  // the view copied the options: only the notes'
+  StreamQueue q;
+  const std::vector<Op> ops = t.Queue(&q, {-1});
+  const std::vector<StreamQueue*> active = {&q};
+  const PolicyView::Queries queries(&t.view, &q, 0);
+  constexpr int64_t kT = 10'000'000'000;
+  t.whole_device.Note(2, kT, 500'000'000);
+  t.whole_device.Note(1, kT + 1'000, 500'000'000);  // a lower level does not replace it
+  CHECK(t.view.Snapshot(q, -1, active, kT + 2'000, &queries).local_whole_device == 2);
+  // The view's window is the options' ceiling window (0.5 s by default).
+  const int64_t late = kT + static_cast<int64_t>(SchedulerOptions().ceiling_window_ns) + 1;
+  CHECK(t.view.Snapshot(q, -1, active, late, &queries).local_whole_device == kNoPriority);
+  // Once the higher stamp is older than the window, a lower level's note replaces it.
+  t.whole_device.Note(1, late, 500'000'000);
+  CHECK(t.view.Snapshot(q, -1, active, late, &queries).local_whole_device == 1);
 }
 
 }  // namespace

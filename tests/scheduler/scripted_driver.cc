@@ -64,8 +64,11 @@ constexpr uintptr_t kGreenContext = 0x5000;
 constexpr uintptr_t kResourceDesc = 0x6000;
 std::atomic<uintptr_t> g_next_green_stream{0x700000};  // even: non-blocking (Flags)
 
+// Green contexts exist on every device below kScriptedDevices (dispatchers of several devices).
+bool ScriptedDevice(CUdevice device) { return device >= 0 && device < kScriptedDevices; }
+
 CUresult DeviceAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
-  if (value == nullptr || device != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (value == nullptr || !ScriptedDevice(device)) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
       *value = static_cast<int>(fakecuda::kDeviceSms);
@@ -78,7 +81,7 @@ CUresult DeviceAttribute(int* value, CUdevice_attribute attribute, CUdevice devi
   }
 }
 CUresult DevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type) {
-  if (device != 0 || resource == nullptr || type != CU_DEV_RESOURCE_TYPE_SM) {
+  if (!ScriptedDevice(device) || resource == nullptr || type != CU_DEV_RESOURCE_TYPE_SM) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   *resource = fakecuda::SmResource(fakecuda::kDeviceSms);
@@ -109,7 +112,7 @@ CUresult GenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources, unsigne
 CUresult GreenCreate(CUgreenCtx* green, CUdevResourceDesc desc, CUdevice device,
                      unsigned int flags) {
   if (green == nullptr || desc != reinterpret_cast<CUdevResourceDesc>(kResourceDesc) ||
-      device != 0 || flags != CU_GREEN_CTX_DEFAULT_STREAM) {
+      !ScriptedDevice(device) || flags != CU_GREEN_CTX_DEFAULT_STREAM) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   *green = reinterpret_cast<CUgreenCtx>(kGreenContext);

@@ -1,8 +1,9 @@
 // Driver functions for in-process Dispatcher and Scheduler tests, without any libcuda: one
 // context (kScriptedContext) on device 0, stream handles whose low bit says blocking (1) or
 // CU_STREAM_NON_BLOCKING (0), numbered events, and a GPU that completes work only on request.
-// ScriptedDriverWithGreenContexts adds spatial isolation: an H100's 132 SMs, split in groups of
-// 8, and green contexts whose streams (the dispatcher's twins) are numbered too.
+// ScriptedDriverWithGreenContexts adds spatial isolation on devices 0 to kScriptedDevices - 1
+// (dispatchers of several devices): an H100's 132 SMs each, split in groups of 8, and green
+// contexts whose streams (the dispatcher's twins) are numbered too.
 #ifndef GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
 #define GPUPRIO_TESTS_SCHEDULER_SCRIPTED_DRIVER_H_
 
@@ -14,6 +15,7 @@
 namespace gpuprio_test {
 
 inline constexpr uintptr_t kScriptedContext = 0x1000;
+inline constexpr int kScriptedDevices = 4;
 
 // Completion events report done only while this is set: a stalled GPU keeps in-flight work in
 // flight, so the budget holds lower-priority work back.

@@ -1,0 +1,48 @@
+// The most important level of this process that recently launched work needing the whole GPU on
+// one device (a CUDA graph): less important work there is held rather than confined below it,
+// since a reserve of SMs would not hold that work (issue_policy.h, rule 4).
+#ifndef GPUPRIO_SCHEDULER_WHOLE_DEVICE_WORK_H_
+#define GPUPRIO_SCHEDULER_WHOLE_DEVICE_WORK_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "scheduler/coordinator/segment_layout.h"
+
+namespace gpuprio::scheduler {
+
+// Lock-free; any thread.
+class WholeDeviceWork {
+ public:
+  // A launch of `priority` at `now_ns` (CLOCK_MONOTONIC). The stamp keeps the highest level
+  // noted within `window_ns`; a level's own stamp is refreshed at most once a millisecond.
+  void Note(int priority, int64_t now_ns, uint64_t window_ns) {
+    const uint64_t seen = word_.load(std::memory_order_relaxed);
+    const int64_t age_ns = now_ns - coordinator::LevelStampUnixUs(seen) * 1000;
+    const int seen_priority = coordinator::LevelStampPriority(seen);
+    const bool refresh = priority > seen_priority ||
+                         (priority == seen_priority && age_ns > kRefreshNs) ||
+                         age_ns > static_cast<int64_t>(window_ns);
+    if (seen == 0 || refresh) {
+      word_.store(coordinator::LevelStampWord(now_ns, priority), std::memory_order_relaxed);
+    }
+  }
+
+  // The level noted within `window_ns` before `now_ns` (kNoPriority: none).
+  int Highest(int64_t now_ns, uint64_t window_ns) const {
+    const uint64_t seen = word_.load(std::memory_order_relaxed);
+    if (seen == 0) return coordinator::kNoPriority;
+    const int64_t age_ns = now_ns - coordinator::LevelStampUnixUs(seen) * 1000;
+    return age_ns <= static_cast<int64_t>(window_ns) ? coordinator::LevelStampPriority(seen)
+                                                     : coordinator::kNoPriority;
+  }
+
+ private:
+  static constexpr int64_t kRefreshNs = 1'000'000;
+  // coordinator::LevelStampWord on CLOCK_MONOTONIC (0: nothing noted).
+  std::atomic<uint64_t> word_{0};
+};
+
+}  // namespace gpuprio::scheduler
+
+#endif  // GPUPRIO_SCHEDULER_WHOLE_DEVICE_WORK_H_
