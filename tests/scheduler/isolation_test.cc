@@ -1,7 +1,8 @@
 // Spatial isolation end to end on the fake driver (tests/scheduler/isolation_client.cc says what
 // the client checks): work below an active level runs on twin streams in a green context, in
 // CUDA's order, and returns to the whole GPU when the level goes quiet; the SM reserve is
-// rounded to the split granularity; without green contexts the budget takes over, said once.
+// rounded to the split granularity; without green contexts the budget takes over, said once; on
+// two devices, a more important level's CUDA graph lifts confinement on its device only.
 #include <string>
 
 #include "catch2/catch.hpp"
@@ -53,6 +54,35 @@ TEST_CASE("Without green contexts, isolation is off with one message and work st
   const size_t first = r.stderr_text.find(off);
   CHECK(first != std::string::npos);
   CHECK(r.stderr_text.find(off, first + 1) == std::string::npos);
+}
+
+// tests/scheduler/whole_device_client.cc says what the client checks.
+gpuprio_test::ProcessResult RunWholeDeviceClient(const std::string& scenario) {
+  auto client = gpuprio_test::Runfile("tests/scheduler/whole_device_client");
+  REQUIRE(client.ok());
+  auto env =
+      gpuprio_test::ClientEnv("schedule", {{"FAKECUDA_DEVICES", "2"}, {"GPUPRIO_LOG", "info"}});
+  REQUIRE(env.ok());
+  auto result = gpuprio_test::RunProcess({*client, scenario}, *env);
+  REQUIRE(result.ok());
+  INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
+  CHECK(result->exit_code == 0);
+  CHECK(result->stdout_text.find("whole_device_client: " + scenario + " ok") != std::string::npos);
+  return *result;
+}
+
+TEST_CASE("A more important level's CUDA graph lifts confinement on its device only",
+          "[isolation]") {
+  SECTION("a graph on device 0: device 0's low work runs unconfined, device 1's stays confined") {
+    RunWholeDeviceClient("graph");
+  }
+  SECTION("the control, plain kernels on both devices: low work is confined on both") {
+    const auto r = RunWholeDeviceClient("plain");
+    // Both devices can be partitioned here: device 0's unconfined work in the graph run is the
+    // rule's doing, not a missing partition.
+    CHECK(r.stderr_text.find("isolation: device 0: 112 of 132 SMs") != std::string::npos);
+    CHECK(r.stderr_text.find("isolation: device 1: 112 of 132 SMs") != std::string::npos);
+  }
 }
 
 }  // namespace
