@@ -4,6 +4,7 @@ tools/bench/torch_two_process.py (the decoder server, the ResNet-50 training bat
 MPS cost benchmark (tools/bench/run_mps_cost_bench.sh, mps_cost_report.py):
   - token_stats (time to first token, time per output token), low_batch / low_model, and the
     jobs' argument parsing (the defaults of today's command lines unchanged, the new choices);
+  - tools/bench/torch_kernel_geometry.py's residency, one-wave SMs, shares and reserve prediction;
   - record, brief and report on synthetic results of a decoder / training pair: TTFT and TPOT
     p50/p99 pooled over the rounds and against alone, the samples/s wording, the per-request lists
     left out of the report's runs; and a ResNet pair's table without any of it;
@@ -31,6 +32,7 @@ import tempfile
 # bench_selftest puts tools/bench on sys.path.
 from bench_selftest import (BENCH, check, finish, runner_env, scratch_tree, write,  # noqa: E402
                             write_program)
+import torch_kernel_geometry as tkg  # noqa: E402  (no torch at import time)
 import torch_two_process as ttp  # noqa: E402  (no torch at import time)
 from bench_stats import js_of, percentile  # noqa: E402
 
@@ -89,6 +91,39 @@ def pure_parts(d):
 
 
 # --- record / brief / report of the new pairs ---
+
+def kernel_geometry(d):
+    """torch_kernel_geometry.py's arithmetic: residency from the sm_90 limits, one wave's SMs, the
+    shares and the prediction on a reserve, on kernels whose shapes the H100 traces showed."""
+    check("geometry: 1024-thread blocks, two per SM (the thread limit)", tkg.blocks_per_sm(1024, 32, 0) == 2)
+    check("geometry: 128 threads, 32 registers: 16 per SM (the warp limit)", tkg.blocks_per_sm(128, 32, 0) == 16)
+    check("geometry: 231424 bytes of shared memory: one per SM", tkg.blocks_per_sm(384, 168, 231424) == 1)
+    check("geometry: 118 registers and 81920 bytes: two per SM (shared memory before registers' four)",
+          tkg.blocks_per_sm(128, 118, 81920) == 2)
+    check("geometry: 96 registers in 256-register units: five per SM", tkg.blocks_per_sm(128, 96, 4096) == 5)
+    check("geometry: a block too big for any limit still counts once", tkg.blocks_per_sm(1024, 255, 0) == 1)
+    events = [{"cat": "kernel", "name": "wide", "dur": 30,
+               "args": {"grid": [392, 1, 1], "block": [128, 1, 1], "registers per thread": 96,
+                        "shared memory": 4096}},
+              {"cat": "kernel", "name": "narrow", "dur": 70,
+               "args": {"grid": [8, 1, 1], "block": [384, 1, 1], "registers per thread": 168,
+                        "shared memory": 231424}},
+              {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "dur": 5, "args": {}}]
+    rows = tkg.kernel_rows(events)
+    check("geometry: only kernel events are rows", [r["name"] for r in rows] == ["wide", "narrow"], rows)
+    s = tkg.summarize(rows, 132, units=1)
+    check("geometry: the 392-block kernel needs 79 SMs for one wave, the 8-block one 8",
+          [r["need"] for r in rows] == [79, 8] and s["widest_need"] == 79, rows)
+    check("geometry: 70% of the GPU time needs at most 20 SMs", abs(s["share_needing_at_most"][20] - 0.7) < 1e-9,
+          s["share_needing_at_most"])
+    # On 20 SMs the wide kernel takes 4 waves (100 blocks a wave) instead of 1: 0.3 x 4 + 0.7.
+    check("geometry: predicted GPU time on a 20-SM reserve from the waves",
+          abs(s["predicted_on_reserve"][20] - 1.9) < 1e-9, s["predicted_on_reserve"])
+    lines = tkg.report_lines("pair", s)
+    check("geometry: the report names the widest need and each reserve",
+          "widest kernel needs 79" in lines[0] and any("reserve of  20 SMs: GPU time 1.90x" in x for x in lines),
+          lines)
+
 
 def decoder_high(tag, pid, preloaded=False, prio="", low=None, scale=1.0, n=40):
     tpot = [round(scale * (0.30 + 0.001 * (i % 17)), 5) for i in range(n)]
@@ -535,7 +570,7 @@ def mps_runner(d):
 def main():
     d = tempfile.mkdtemp(prefix="torch_pairs_selftest.")
     try:
-        for step in (pure_parts, records_and_report, torch_runner, mps_report, mps_runner):
+        for step in (pure_parts, kernel_geometry, records_and_report, torch_runner, mps_report, mps_runner):
             sub = os.path.join(d, step.__name__)
             os.makedirs(sub)
             try:
