@@ -416,6 +416,7 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   const OpView view = policy_view_.View(*op, inherited, now);
   // The partition is created the first time the policy wants it.
   const bool confine = WantsConfinement(view, device, options_) && placement_.EnsurePartition();
+  if (!confine) placement_.NoteNotConfinedBelow(WholeDeviceLevelAbove(view, device, options_));
   const Decision decision = Decide(view, device, confine, options_);
   if (decision.passed_hold_bound) {
     levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);

@@ -45,6 +45,15 @@ bool IsolationPlacement::EnsurePartition() {
   return true;
 }
 
+void IsolationPlacement::NoteNotConfinedBelow(int level) {
+  if (level == kNoPriority || said_whole_device_) return;
+  said_whole_device_ = true;
+  Logf(LogLevel::kInfo,
+       "isolation: device %d: work below priority %d is held, not confined, while that level "
+       "launches CUDA graphs (a graph's work needs the whole GPU; docs/isolation.md)",
+       device_, level);
+}
+
 void IsolationPlacement::Forget(StreamQueue* q) {
   ContextLinks* links = q->links;
   if (links == nullptr) return;

@@ -47,6 +47,11 @@ class IsolationPlacement {
   // isolation stays off on the device).
   bool EnsurePartition();
 
+  // Work was not confined below `level` (kNoPriority: nothing to say), which launched work that
+  // needs the whole GPU: said once per device at info, since the batch job then loses the
+  // partition's share of the GPU while that level works.
+  void NoteNotConfinedBelow(int level);
+
   // Functions whose launch the partition refused run on their own streams from then on.
   bool Confinable(const void* cost_key) const {
     return cost_key == nullptr || !unconfinable_.contains(cost_key);
@@ -89,6 +94,7 @@ class IsolationPlacement {
   std::atomic<int> blocking_away_{0};
   std::unique_ptr<SmPartition> partition_;  // once created
   bool partition_tried_ = false;
+  bool said_whole_device_ = false;  // NoteNotConfinedBelow's message
   absl::flat_hash_set<const void*> unconfinable_;
   // Confined ops in flight on every twin of the device and their estimated GPU time.
   int64_t confined_in_flight_ops_ = 0;

@@ -152,13 +152,16 @@ Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) 
   return Admission::kHoldForBudget;
 }
 
+int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
+  if (o.isolation != Isolation::kActive && o.isolation != Isolation::kAlways) return kNoPriority;
+  const int level =
+      std::max(d.local_whole_device, d.coordinated ? d.peers.whole_device : kNoPriority);
+  return level > op.priority ? level : kNoPriority;
+}
+
 bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
   if (op.home_only || !op.confinable) return false;
-  if (o.isolation == Isolation::kActive || o.isolation == Isolation::kAlways) {
-    const int whole_device =
-        std::max(d.local_whole_device, d.coordinated ? d.peers.whole_device : kNoPriority);
-    if (whole_device > op.priority) return false;
-  }
+  if (WholeDeviceLevelAbove(op, d, o) != kNoPriority) return false;
   switch (o.isolation) {
     case Isolation::kOff:
       return false;

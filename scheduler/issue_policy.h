@@ -185,6 +185,11 @@ struct Decision {
 // that much work queued behind its running op, which no late notice can idle.
 inline constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 
+// The level above the op that launched work needing the whole GPU within the window, here or
+// (coordinated) in another process, for which rule 4 does not confine the op (kNoPriority: none,
+// or an isolation mode that does not look at it).
+int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
+
 // Rule 4's first half: does the op belong in the partition (if one can be had)?
 // The dispatcher asks for the partition only then, and passes the answer to
 // Decide.

@@ -74,7 +74,19 @@ gpuprio_test::ProcessResult RunWholeDeviceClient(const std::string& scenario) {
 TEST_CASE("A more important level's CUDA graph lifts confinement on its device only",
           "[isolation]") {
   SECTION("a graph on device 0: device 0's low work runs unconfined, device 1's stays confined") {
-    RunWholeDeviceClient("graph");
+    const auto r = RunWholeDeviceClient("graph");
+    // Said once, for device 0 only.
+    const std::string said =
+        "isolation: device 0: work below priority 1 is held, not confined, while that level "
+        "launches CUDA graphs";
+    const size_t first = r.stderr_text.find(said);
+    CHECK(first != std::string::npos);
+    CHECK(r.stderr_text.find(said, first + 1) == std::string::npos);
+    CHECK(r.stderr_text.find("isolation: device 1: work below") == std::string::npos);
+  }
+  SECTION("the control: nothing is said of graphs") {
+    const auto r = RunWholeDeviceClient("plain");
+    CHECK(r.stderr_text.find("launches CUDA graphs") == std::string::npos);
   }
   SECTION("the control, plain kernels on both devices: low work is confined on both") {
     const auto r = RunWholeDeviceClient("plain");

@@ -462,6 +462,7 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
       CHECK(WantsConfinement(low, d, o));
       d.local_whole_device = 1;  // the level above launched a graph within the window
       CHECK_FALSE(WantsConfinement(low, d, o));
+      CHECK(WholeDeviceLevelAbove(low, d, o) == 1);  // what the dispatcher says once
       d.local_whole_device = -1;  // the op's own level: it still confines its work below 1
       CHECK(WantsConfinement(low, d, o));
       d.coordinated = true;
@@ -473,6 +474,9 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
     o.isolation = Isolation::kForce;  // the debug switch confines everything regardless
     d.local_whole_device = 1;
     CHECK(WantsConfinement(low, d, o));
+    CHECK(WholeDeviceLevelAbove(low, d, o) == kNoPriority);
+    o.isolation = Isolation::kOff;  // nothing is confined, so nothing is said of graphs
+    CHECK(WholeDeviceLevelAbove(low, d, o) == kNoPriority);
   }
 }
 
