@@ -557,7 +557,7 @@ class DamagedSegmentsTest(unittest.TestCase):
         slot = {"index": 3, "pid": os.getpid(), "default_priority": -5,
                 "ops_dispatched": 12, "ops_direct": 4, "isolation_reserved_sms": 16,
                 "isolation_device_sms": 132, "confined_in_flight_ops": 2,
-                "confined_in_flight_estimated_ns": 1_500_000,
+                "confined_in_flight_estimated_ns": 1_500_000, "whole_device_level": 100,
                 "levels": [{"row": 0, "level": -5, "ops_dispatched": 9, "ops_direct": 4,
                             "ops_confined": 7, "histogram": {"0": 2, "10": 7}},
                            {"row": 1, "level": 100, "ops_dispatched": 1},
@@ -599,9 +599,25 @@ class DamagedSegmentsTest(unittest.TestCase):
         for family, value in (("gpuprio_process_isolation_reserved_sms", 16),
                               ("gpuprio_process_isolation_device_sms", 132),
                               ("gpuprio_process_confined_in_flight_ops", 2),
-                              ("gpuprio_process_confined_in_flight_estimated_seconds", 0.0015)):
+                              ("gpuprio_process_confined_in_flight_estimated_seconds", 0.0015),
+                              ("gpuprio_process_whole_device_priority", 100)):
             self.assertEqual([v for _, v in samples(families, family, domain="levels")], [value],
                              family)
+
+    def test_whole_device_priority_only_within_the_window(self):
+        # A level stamp (microseconds << 8 | level key) 2 s old, one 1 s in the future beyond the
+        # tolerance, and one whose key is no level: none of them shows.
+        now_us = time.time_ns() // 1000
+        for name, word in (("old", ((now_us - 2_000_000) << 8) | 102),
+                           ("future", ((now_us + 5_000_000) << 8) | 102),
+                           ("nolevel", (now_us << 8) | 255)):
+            slot = {"index": 0, "pid": os.getpid(), "last_whole_device": word}
+            self.make(name, lambda path, slot=slot: segment_writer.write_segment(
+                path, {"uuid": UUID, "slots": [slot]}))
+        families = Exporter(self, self.shm_dir).scrape()
+        self.assertEqual({l["domain"] for l, _ in samples(families, "gpuprio_process_info")},
+                         {"old", "future", "nolevel"})
+        self.assertEqual(samples(families, "gpuprio_process_whole_device_priority"), [])
 
     def test_cap_and_memory(self):
         for i in range(6):

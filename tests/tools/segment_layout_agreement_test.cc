@@ -58,6 +58,8 @@ const std::map<std::string, Field>& SlotFields() {
       GP_FIELD(ProcessSlot, isolation_device_sms),
       GP_FIELD(ProcessSlot, confined_in_flight_ops),
       GP_FIELD(ProcessSlot, confined_in_flight_estimated_ns),
+      GP_FIELD(ProcessSlot, last_drop),
+      GP_FIELD(ProcessSlot, last_whole_device),
   };
   return *fields;
 }

@@ -39,7 +39,10 @@ Spec keys, all optional:
                 command (a string, or command_hex for raw bytes), ops_dispatched, ops_direct,
                 queued_ops, queued_estimated_ns, in_flight_ops, in_flight_estimated_ns,
                 held_ns_total, isolation_reserved_sms, isolation_device_sms,
-                confined_in_flight_ops, confined_in_flight_estimated_ns, histogram ({"bucket":
+                confined_in_flight_ops, confined_in_flight_estimated_ns, last_drop and
+                last_whole_device (level stamps: (microseconds of CLOCK_REALTIME << 8) | level
+                key; or whole_device_level, a level stamped to show for 1.4 s after the write),
+                histogram ({"bucket":
                 count}), levels (a list of {"row": 0..3 (3: other_levels), "level" or a raw
                 "level_key", ops_dispatched, ops_direct, ops_confined, histogram}) and raw_fields
                 ({"offset": [struct format, value]}) to write anything anywhere in the slot
@@ -53,6 +56,7 @@ import os
 import random
 import struct
 import sys
+import time
 
 LAYOUT_VERSION = 2
 MAGIC = b"gpuprioS"
@@ -100,6 +104,8 @@ SLOT = {
     "isolation_device_sms": (2140, "<i"),
     "confined_in_flight_ops": (2144, "<q"),
     "confined_in_flight_estimated_ns": (2152, "<q"),
+    "last_drop": (2160, "<Q"),
+    "last_whole_device": (3832, "<Q"),
 }
 # The slot's per-level rows (LevelRow): LEVEL_ROWS claimed ones, then other_levels.
 LEVEL_ROWS = 3
@@ -161,6 +167,11 @@ def pack_slot(buffer, spec):
         "command": (bytes.fromhex(spec["command_hex"]) if "command_hex" in spec
                     else spec.get("command", "").encode()),
     }
+    if "whole_device_level" in spec:
+        # 0.9 s ahead (readers accept up to 1 s), so the stamp is within the 0.5 s window for
+        # 1.4 s after the write: enough for a reader on a loaded machine.
+        values["last_whole_device"] = ((time.time_ns() // 1000 + 900_000) << 8) | (
+            int(spec["whole_device_level"]) - NO_PRIORITY)
     for name in SLOT:
         if name not in values:
             values[name] = spec.get(name, 0)

@@ -27,7 +27,7 @@ from .run import check_domain
 from .segment_layout import DELAY_BUCKETS, SEGMENT_BYTES, SEGMENT_FILE_NAME
 from .segments import (
     BadSegment, Vanished, add_shm_dir_option, format_gpu_uuid, own_ids, pid_namespace_inode,
-    priority_or_none, read_segment, segment_directories, shm_dir_of)
+    priority_or_none, read_segment, segment_directories, shm_dir_of, whole_device_priority)
 from .top_report import bucket_upper_us
 from .util import UsageError, product_version
 
@@ -197,6 +197,10 @@ PROCESS_FAMILIES = (
      "The highest priority that ever submitted work (absent: none)"),
     ("gpuprio_process_held", "gauge",
      "1 while the dispatcher holds work back for more important work"),
+    ("gpuprio_process_whole_device_priority", "gauge",
+     "The highest priority of the process that launched work needing the whole GPU (a CUDA "
+     "graph) within the last 0.5 s: less important work on the GPU is held rather than confined "
+     "to the SM partition (absent: none)"),
     ("gpuprio_process_held_seconds_total", "counter",
      "Time the dispatcher spent holding work back"),
     ("gpuprio_process_heartbeat_unchanged_seconds", "gauge",
@@ -424,6 +428,9 @@ class Exporter:
             if value is not None:
                 m.add(family, value, labels)
         m.add("gpuprio_process_held", slot["held"], labels)
+        whole_device = whole_device_priority(slot, time.time())
+        if whole_device is not None:
+            m.add("gpuprio_process_whole_device_priority", whole_device, labels)
         m.add("gpuprio_process_held_seconds_total", slot["held_ns_total"] / 1e9, labels)
         key = (segment["file"], slot["index"], slot["state_word"], slot["pid"],
                slot["start_time_ticks"])

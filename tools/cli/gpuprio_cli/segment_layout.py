@@ -69,7 +69,26 @@ SLOT_FIELDS = {  # offsets within one ProcessSlot
     "isolation_device_sms": (2140, "<i"),
     "confined_in_flight_ops": (2144, "<q"),
     "confined_in_flight_estimated_ns": (2152, "<q"),
+    # Level stamps (level_stamp below), written by libraries since the request gap (older ones
+    # left these bytes zero): when the process last lowered its active level and from which
+    # level; when a level of it last launched work needing the whole GPU (a CUDA graph).
+    "last_drop": (2160, "<Q"),
+    "last_whole_device": (3832, "<Q"),
 }
+# How long a level's whole-device work keeps less important work unconfined (the library's
+# activity window, SchedulerOptions::ceiling_window_ns).
+WHOLE_DEVICE_WINDOW_S = 0.5
+
+
+def level_stamp(word):
+    """(priority, CLOCK_REALTIME seconds) of a level stamp, ((microseconds << 8) | priority -
+    PRIORITY_MIN + 1; LevelStampWord), or None for 0 and for a key that is no level."""
+    priority = (word & 0xff) + PRIORITY_MIN - 1
+    if word == 0 or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        return None
+    return priority, (word >> 8) / 1e6
+
+
 # A slot's per-level rows (LevelRow): LEVEL_ROWS claimed by the first levels that counted an op,
 # then one more (other_levels) for every other level. level_key is 0 while a row is unused, else
 # priority - PRIORITY_MIN + 1; other_levels' key means nothing.

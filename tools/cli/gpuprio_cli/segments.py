@@ -16,7 +16,8 @@ from .segment_layout import (
     DIRECTORY_NAME, HEADER_BYTES, HEADER_FIELDS, LAYOUT_VERSION, LEVEL_ROW_BYTES, LEVEL_ROW_FIELDS,
     LEVEL_ROWS, LEVEL_ROWS_OFFSET, NO_PRIORITY, PRIORITY_MAX,
     PRIORITY_MIN, READY_WORD, SEGMENT_BYTES, SEGMENT_FILE_NAME, SEGMENT_MAGIC, SHM_DIR, SLOT_BYTES,
-    SLOT_CLAIMED, SLOT_COUNT, SLOT_FIELDS, SLOT_FREE, SLOT_GAUGES, SLOT_LIVE, SLOT_PRIORITIES)
+    SLOT_CLAIMED, SLOT_COUNT, SLOT_FIELDS, SLOT_FREE, SLOT_GAUGES, SLOT_LIVE, SLOT_PRIORITIES,
+    WHOLE_DEVICE_WINDOW_S, level_stamp)
 from .util import UsageError, ascii_text
 
 
@@ -57,6 +58,17 @@ def format_gpu_uuid(raw):
 
 def priority_or_none(value):
     return None if value == NO_PRIORITY else value
+
+
+def whole_device_priority(slot, now_s):
+    """The slot's level that launched work needing the whole GPU (a CUDA graph) within the
+    library's window before now_s (CLOCK_REALTIME seconds), or None: less important work on the
+    GPU is then held rather than confined (docs/isolation.md). A stamp more than a second ahead
+    of now_s is garbage, as the library takes it."""
+    stamp = level_stamp(slot["last_whole_device"])
+    if stamp is None or not -1.0 <= now_s - stamp[1] <= WHOLE_DEVICE_WINDOW_S:
+        return None
+    return stamp[0]
 
 
 def unpack_fields(data, base, fields):

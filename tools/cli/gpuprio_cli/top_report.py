@@ -4,9 +4,11 @@ live first.
 """
 
 import math
+import time
 
 from .segment_layout import DELAY_BUCKETS, NO_PRIORITY
-from .segments import format_gpu_uuid, liveness, pid_namespace_inode, priority_or_none
+from .segments import (format_gpu_uuid, liveness, pid_namespace_inode, priority_or_none,
+                       whole_device_priority)
 
 
 PRIORITY_NAME_OF = {-1: "low", 0: "normal", 1: "high"}  # hook/config.cc ParsePriority
@@ -88,6 +90,7 @@ def process_entry(slot, before, elapsed_ns, own_namespace, heartbeat_unchanged_n
         "delay_p99_bucket": p99[0] if p99 else None,
         "held": slot["held"] == 1,
         "held_ns_total": slot["held_ns_total"],
+        "whole_device_priority": whole_device_priority(slot, time.time()),
         "heartbeat": slot["heartbeat"],
         "heartbeat_unchanged_s": (round(heartbeat_unchanged_ns / 1e9, 3)
                                   if heartbeat_unchanged_ns is not None else None),
