@@ -168,10 +168,10 @@ bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const Scheduler
     case Isolation::kForce:
       return true;
     case Isolation::kActive:
-      return d.local_above_op > op.priority ||
+      return d.local_above_op_here > op.priority ||
              (d.peers.ceiling > op.priority && d.queries->SharesSmsWithPeers());
     case Isolation::kAlways:
-      if (d.local_max_seen > op.priority) return true;
+      if (d.local_max_seen_here > op.priority) return true;
       return d.coordinated && d.queries->SharesSmsWithPeers() &&
              d.queries->PeersEverCeiling(op.priority) > op.priority;
   }

@@ -125,7 +125,11 @@ struct DeviceSnapshot {
   // if none).
   int local_ceiling = kNoPriority;
   int local_above_op = kNoPriority;
-  int local_max_seen = kNoPriority;  // the highest level that ever submitted here
+  // Rule 4 looks at this device only: a level busy on another GPU leaves this one's SMs alone.
+  // The highest level above the op's that submitted work within the window and has had work on
+  // this device (the op's own priority if none), and the highest level that has had work here.
+  int local_above_op_here = kNoPriority;
+  int local_max_seen_here = kNoPriority;
   // The highest level of this process that launched work needing the whole GPU on this device
   // (a CUDA graph) within the window (WholeDeviceWork).
   int local_whole_device = kNoPriority;

@@ -44,7 +44,14 @@ DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
   d.now_ns = now_ns;
   d.local_ceiling = accounting_->Ceiling(now_ns);
   d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
-  d.local_max_seen = levels_->MaxSeen();
+  d.local_above_op_here = priority;
+  for (const LevelLoad& l : accounting_->levels()) {
+    d.local_max_seen_here = std::max(d.local_max_seen_here, l.priority);
+    if (l.priority > d.local_above_op_here &&
+        levels_->SubmittedWithin(l.priority, now_ns, options_.ceiling_window_ns)) {
+      d.local_above_op_here = l.priority;
+    }
+  }
   d.local_whole_device = whole_device_->Highest(now_ns, options_.ceiling_window_ns);
   for (const StreamQueue* other : active) {
     if (other != &q) {

@@ -671,9 +671,10 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
 
 TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, on that GPU only",
           "[dispatcher]") {
-  // Isolation active, a partition on both devices, level 1 active within the window. On device 0
-  // level 1 launched a graph (NoteWholeDevice): the reserve would not hold it, so the low op runs
-  // on its own stream (rules 1-3 judge it). On device 1 level 1 launched kernels only: confined.
+  // Isolation active, a partition on both devices, level 1 active on both within the window. On
+  // device 0 level 1 launched a graph (NoteWholeDevice): the reserve would not hold it, so the low
+  // op runs on its own stream (rules 1-3 judge it). On device 1 level 1 launched kernels only:
+  // confined.
   constexpr uint64_t kGraphGpu = 0, kKernelGpu = 1;  // tags
   g_gpu_progresses = true;
   for (auto& t : g_tag_issued_ns) t = 0;
@@ -687,6 +688,15 @@ TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, o
   StreamState graph_stream, kernel_stream;
   AttachStream(graph_gpu, graph_stream);
   AttachStream(kernel_gpu, kernel_stream);
+  // Level 1's work on both devices (rule 4 looks at the levels each device has had).
+  g_issued = 0;
+  StreamState graph_high, kernel_high;
+  AttachStream(graph_gpu, graph_high);
+  AttachStream(kernel_gpu, kernel_high);
+  graph_high.stream = kernel_high.stream = reinterpret_cast<CUstream>(0x2010);
+  Submit(graph_gpu, graph_high, 1, 1);
+  Submit(kernel_gpu, kernel_high, 1, 1);
+  REQUIRE(Eventually([] { return g_issued.load() == 2; }));
   graph_gpu.NoteWholeDevice(1, gpuprio::base::SteadyNowNs());
   SubmitTagged(graph_gpu, graph_stream, -1, kGraphGpu);
   SubmitTagged(kernel_gpu, kernel_stream, -1, kKernelGpu);
@@ -703,6 +713,38 @@ TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, o
   CHECK(g_tag_confined[kKernelGpu].load());
   graph_gpu.Stop();
   kernel_gpu.Stop();
+}
+
+TEST_CASE("A level busy on one GPU confines work on that GPU only", "[dispatcher]") {
+  // Isolation active, a partition on both devices; level 1 of this process has work on device 0
+  // only. The low op on device 1 runs on the whole GPU: nothing more important uses its SMs.
+  constexpr uint64_t kBusyGpu = 0, kIdleGpu = 1;  // tags
+  g_gpu_progresses = true;
+  for (auto& t : g_tag_issued_ns) t = 0;
+  SchedulerOptions o = Options();
+  o.isolation = gpuprio::scheduler::Isolation::kActive;
+  o.default_estimate_ns = 100'000;
+  PriorityLevels levels;
+  Dispatcher busy_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  Dispatcher idle_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  StreamState high, busy_low, idle_low;
+  AttachStream(busy_gpu, high);
+  AttachStream(busy_gpu, busy_low);
+  AttachStream(idle_gpu, idle_low);
+  busy_low.stream = reinterpret_cast<CUstream>(0x2010);
+  g_issued = 0;
+  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());  // as Scheduler::Submit does
+  Submit(busy_gpu, high, 1, 1);
+  REQUIRE(Eventually([] { return g_issued.load() == 1; }));
+  SubmitTagged(busy_gpu, busy_low, -1, kBusyGpu);
+  SubmitTagged(idle_gpu, idle_low, -1, kIdleGpu);
+  REQUIRE(Eventually([] {
+    return g_tag_issued_ns[kBusyGpu].load() != 0 && g_tag_issued_ns[kIdleGpu].load() != 0;
+  }));
+  CHECK(g_tag_confined[kBusyGpu].load());
+  CHECK_FALSE(g_tag_confined[kIdleGpu].load());
+  busy_gpu.Stop();
+  idle_gpu.Stop();
 }
 
 }  // namespace

@@ -84,6 +84,9 @@ TEST_CASE("A more important level's CUDA graph lifts confinement on its device o
     CHECK(r.stderr_text.find(said, first + 1) == std::string::npos);
     CHECK(r.stderr_text.find("isolation: device 1: work below") == std::string::npos);
   }
+  SECTION("a level busy on device 0 only: device 1's low work is not confined") {
+    RunWholeDeviceClient("one_device");
+  }
   SECTION("the control: nothing is said of graphs") {
     const auto r = RunWholeDeviceClient("plain");
     CHECK(r.stderr_text.find("launches CUDA graphs") == std::string::npos);

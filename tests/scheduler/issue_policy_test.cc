@@ -60,7 +60,8 @@ DeviceSnapshot Idle(const FixedQueries* q) {
   d.now_ns = kNow;
   d.local_ceiling = 0;
   d.local_above_op = kNoPriority;  // set per op below
-  d.local_max_seen = kNoPriority;
+  d.local_above_op_here = kNoPriority;
+  d.local_max_seen_here = kNoPriority;
   d.queries = q;
   return d;
 }
@@ -407,9 +408,10 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
   DeviceSnapshot d = Idle(&queries);
   const OpView low = Op(-1, kMs);
   d.local_above_op = -1;
+  d.local_above_op_here = -1;
   SECTION("off: never") {
     o.isolation = Isolation::kOff;
-    d.local_above_op = 1;
+    d.local_above_op_here = 1;
     CHECK_FALSE(WantsConfinement(low, d, o));
   }
   SECTION("force: always, unless the partition refused the kernel") {
@@ -419,10 +421,12 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
     refused.confinable = false;
     CHECK_FALSE(WantsConfinement(refused, d, o));
   }
-  SECTION("active: a more important level of this process within the window") {
+  SECTION("active: a more important level of this process within the window, on this device") {
     o.isolation = Isolation::kActive;
     CHECK_FALSE(WantsConfinement(low, d, o));
-    d.local_above_op = 0;
+    d.local_above_op = 0;  // active in this process, but on another device only
+    CHECK_FALSE(WantsConfinement(low, d, o));
+    d.local_above_op_here = 0;
     CHECK(WantsConfinement(low, d, o));
     CHECK(queries.asked_shares_sms == 0);
   }
@@ -439,9 +443,9 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
     o.isolation = Isolation::kAlways;
     CHECK_FALSE(WantsConfinement(low, d, o));
     CHECK(queries.asked_shares_sms == 0);  // not coordinated
-    d.local_max_seen = 0;
+    d.local_max_seen_here = 0;
     CHECK(WantsConfinement(low, d, o));
-    d.local_max_seen = -1;
+    d.local_max_seen_here = -1;
     d.coordinated = true;
     queries.peers_ever_ceiling = 3;
     CHECK_FALSE(WantsConfinement(low, d, o));
@@ -454,8 +458,8 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
     for (const Isolation mode : {Isolation::kActive, Isolation::kAlways}) {
       INFO("mode " << static_cast<int>(mode));
       o.isolation = mode;
-      d.local_above_op = 1;
-      d.local_max_seen = 1;
+      d.local_above_op_here = 1;
+      d.local_max_seen_here = 1;
       d.local_whole_device = kNoPriority;
       d.coordinated = false;
       d.peers = {};

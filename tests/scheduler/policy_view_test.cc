@@ -105,7 +105,10 @@ TEST_CASE("PolicyView: the device as one stream's head sees it") {
   CHECK(d.now_ns == 2'000);
   CHECK(d.local_ceiling == 6);
   CHECK(d.local_above_op == 6);
-  CHECK(d.local_max_seen == 6);
+  // Level 6 submitted (in this process) but has had no work on this device: rule 4 looks at
+  // levels 1 and -2 only, which have; level 1 is the op's own.
+  CHECK(d.local_above_op_here == 1);
+  CHECK(d.local_max_seen_here == 1);
   CHECK(d.highest_other_head == 6);  // its own head does not count
   CHECK(d.levels.size() == 2);
   CHECK_FALSE(d.coordinated);

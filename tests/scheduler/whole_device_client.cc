@@ -1,6 +1,7 @@
-// A -lcuda client for the whole-device rule end to end on two devices of the fake driver: low
-// work on a device where a more important level launched a CUDA graph runs unconfined, while on
-// the other device it stays confined. Prints `whole_device_client: SCENARIO ok` if all checks hold.
+// A -lcuda client for rule 4 per device, end to end on two devices of the fake driver: low work on
+// a device where a more important level launched a CUDA graph runs unconfined while the other
+// device's stays confined, and a level busy on one device confines nothing on the other. Prints
+// `whole_device_client: SCENARIO ok` if all checks hold.
 #include <cuda.h>
 
 #include <cstdint>
@@ -85,8 +86,9 @@ CUgraphExec CaptureGraph(const Device& d0) {
 // launch (or a plain one) on each device.
 class HighActivity {
  public:
-  HighActivity(const Device* devices, CUgraphExec graph)
-      : thread_([this, devices, graph] {
+  // `devices_used`: device 0, or both.
+  HighActivity(const Device* devices, int devices_used, CUgraphExec graph)
+      : thread_([this, devices, devices_used, graph] {
           SetThreadPriority(1);
           CUfunction sleep[kDevices];
           for (int d = 0; d < kDevices; ++d) {
@@ -94,7 +96,7 @@ class HighActivity {
           }
           absl::MutexLock lock(&mu_);
           do {
-            for (int d = 0; d < kDevices; ++d) {
+            for (int d = 0; d < devices_used; ++d) {
               Use(devices[d]);
               if (d == 0 && graph != nullptr) {
                 CheckCu(cuGraphLaunch(graph, devices[d].high), "high cuGraphLaunch");
@@ -107,13 +109,13 @@ class HighActivity {
               }
             }
             if (!started_) {
-              for (int d = 0; d < kDevices; ++d) {
+              for (int d = 0; d < devices_used; ++d) {
                 CheckCu(cuStreamSynchronize(devices[d].high), "high sync");
               }
               started_ = true;
             }
           } while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(50)));
-          for (int d = 0; d < kDevices; ++d) {
+          for (int d = 0; d < devices_used; ++d) {
             CheckCu(cuStreamSynchronize(devices[d].high), "high final sync");
           }
         }) {
@@ -143,7 +145,9 @@ class HighActivity {
 // order, on its own device; with a graph none of device 0's ran on a green context and all of
 // device 1's did (the rule is per device); without one, all of both devices' did (the control:
 // were the rule gone, the graph run would look like this one). The high work ran on the whole GPU.
-int Run(bool with_graph) {
+// Scenario `one_device`: as `plain`, but the high thread launches on device 0 only: device 1's
+// low work is not confined, since nothing more important uses device 1's SMs.
+int Run(bool with_graph, bool one_device) {
   CheckCu(cuInit(0), "cuInit");
   int count = 0;
   CheckCu(cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -167,7 +171,7 @@ int Run(bool with_graph) {
 
   const uint64_t from = fakecuda_exec_count();
   {
-    HighActivity high(devices, graph);
+    HighActivity high(devices, one_device ? 1 : kDevices, graph);
     std::thread low([&] {
       SetThreadPriority(-1);
       for (int i = 0; i < kAppendsPerDevice; ++i) {
@@ -208,7 +212,11 @@ int Run(bool with_graph) {
     Check(graph_ran.total == 0, "no graph ran");
     Check(high0.total >= 1 && high0.green == 0, "the high kernels ran on device 0's whole GPU");
   }
-  Check(high1.total >= 1 && high1.green == 0, "the high kernels ran on device 1's whole GPU");
+  if (one_device) {
+    Check(high1.total == 0, "no high kernel on device 1");
+  } else {
+    Check(high1.total >= 1 && high1.green == 0, "the high kernels ran on device 1's whole GPU");
+  }
   std::printf("low_green_device0=%d low_green_device1=%d graph_launches=%lu\n", low_ran[0].green,
               low_ran[1].green, static_cast<unsigned long>(fakecuda_count_calls("cuGraphLaunch")));
   if (with_graph) {
@@ -218,8 +226,13 @@ int Run(bool with_graph) {
     Check(low_ran[0].green == kAppendsPerDevice,
           "below a more important level's kernels, device 0's low work was confined");
   }
-  Check(low_ran[1].green == kAppendsPerDevice,
-        "device 1 (no graph there) still confined its low work");
+  if (one_device) {
+    Check(low_ran[1].green == 0,
+          "device 1, where nothing more important ran, did not confine its low work");
+  } else {
+    Check(low_ran[1].green == kAppendsPerDevice,
+          "device 1 (no graph there) still confined its low work");
+  }
   if (graph != nullptr) CheckCu(cuGraphExecDestroy(graph), "cuGraphExecDestroy");
   return fake_client::Succeed();
 }
@@ -228,9 +241,10 @@ int Run(bool with_graph) {
 
 int main(int argc, char** argv) {
   fake_client::g_client_name = "whole_device_client";
-  if (argc < 2 || (std::strcmp(argv[1], "graph") != 0 && std::strcmp(argv[1], "plain") != 0)) {
-    Fail("usage: whole_device_client graph|plain");
+  if (argc < 2 || (std::strcmp(argv[1], "graph") != 0 && std::strcmp(argv[1], "plain") != 0 &&
+                   std::strcmp(argv[1], "one_device") != 0)) {
+    Fail("usage: whole_device_client graph|plain|one_device");
   }
   fake_client::g_scenario = argv[1];
-  return Run(std::strcmp(argv[1], "graph") == 0);
+  return Run(std::strcmp(argv[1], "graph") == 0, std::strcmp(argv[1], "one_device") == 0);
 }
