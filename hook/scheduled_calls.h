@@ -218,12 +218,12 @@ CUresult ScheduleStreamCall(scheduler::Scheduler* s, scheduler::StreamState* str
   return result;
 }
 
-// ScheduleStreamCall for a call whose arguments are all self-contained values.
+// ScheduleStreamCall for a call whose arguments are all self-contained values, on `stream` (the
+// call's, resolved).
 template <ApiId kId, typename Steps, typename Real, typename... Args>
-CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hint_ns, Real real,
-                         Args... args) {
+CUresult ScheduleByValueOn(scheduler::Scheduler* s, scheduler::StreamState* stream, Steps& steps,
+                           uint64_t cost_hint_ns, Real real, Args... args) {
   static_assert(kHasArg<CUstream, Args...>, "an ordered call names its stream");
-  scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
   return ScheduleStreamCall<kId>(
       s, stream, steps,
       [&](int priority) {
@@ -232,16 +232,25 @@ CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hi
       [&] { return real(args...); });
 }
 
+template <ApiId kId, typename Steps, typename Real, typename... Args>
+CUresult ScheduleByValue(scheduler::Scheduler* s, Steps& steps, uint64_t cost_hint_ns, Real real,
+                         Args... args) {
+  return ScheduleByValueOn<kId>(s, StreamOfCall<kId>(s, args...), steps, cost_hint_ns, real,
+                                args...);
+}
+
 template <ApiId kId>
 struct OrderedByValue {
   template <typename Real, typename... Args>
   static CUresult Call(scheduler::Scheduler* s, Real real, Args... args) {
-    if constexpr (SymbolStartsWith(Info(kId).symbol, "cuGraphLaunch")) {
-      // A graph's kernels are not looked into: its work counts as needing the whole GPU.
-      s->NoteWholeDeviceWork(StreamOfCall<kId>(s, args...));
-    }
     NoExtraSteps steps;
-    return ScheduleByValue<kId>(s, steps, OrderedCostHintNs<kId>(args...), real, args...);
+    scheduler::StreamState* stream = StreamOfCall<kId>(s, args...);
+    if constexpr (SymbolStartsWith(Info(kId).symbol, "cuGraphLaunch")) {
+      // A graph's kernels are not looked into: its work counts as needing the whole GPU. Not a
+      // launch into a capture: nothing runs now.
+      if (!s->CaptureActive()) s->NoteWholeDeviceWork(stream);
+    }
+    return ScheduleByValueOn<kId>(s, stream, steps, OrderedCostHintNs<kId>(args...), real, args...);
   }
 };
 

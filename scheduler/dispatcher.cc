@@ -53,7 +53,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver, const Schedule
       waits_(this, options_, &parking_, &inbox_, &stop_, &direct_, &recycler_, &tracker_,
              coordinator_.get(), watcher_.get()) {
   if (coordinator_ != nullptr) {
-    peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get());
+    peer_publisher_ = std::make_unique<PeerPublisher>(coordinator_.get(), options_.request_gap_ns);
   }
   Start();
 }
@@ -415,8 +415,12 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   const DeviceSnapshot device = policy_view_.Snapshot(*q, op->priority, active_, now, &queries);
   const OpView view = policy_view_.View(*op, inherited, now);
   // The partition is created the first time the policy wants it.
-  const bool confine = WantsConfinement(view, device, options_) && placement_.EnsurePartition();
-  if (!confine) placement_.NoteNotConfinedBelow(WholeDeviceLevelAbove(view, device, options_));
+  bool confine = WantsConfinementBelowActiveLevels(view, device, options_);
+  if (confine) {
+    const int whole_device = WholeDeviceLevelAbove(view, device, options_);
+    placement_.NoteNotConfinedBelow(whole_device);
+    confine = whole_device == kNoPriority && placement_.EnsurePartition();
+  }
   const Decision decision = Decide(view, device, confine, options_);
   if (decision.passed_hold_bound) {
     levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);

@@ -15,12 +15,14 @@ int HighestOtherActive(const DeviceSnapshot& d) {
   return highest;
 }
 
-// Rule 1's view with the request gap: also every level busy within `gap_ns` (a level's
-// last_busy_ns, another process's drop time).
+// Rule 1's view with the request gap: also every level whose work ended within `gap_ns` (a
+// level's last_busy_ns, another process's drop time). Only a level with nothing queued: queued
+// work counts through the heads, where it can be issued next; ops queued behind the judged op on
+// its own stream wait for it, and holding it would hold them.
 int HighestRecentlyBusy(const DeviceSnapshot& d, uint64_t gap_ns) {
   int highest = HighestOtherActive(d);
   for (const LevelLoad& l : d.levels) {
-    if (d.now_ns - l.last_busy_ns < static_cast<int64_t>(gap_ns)) {
+    if (l.pending == 0 && d.now_ns - l.last_busy_ns < static_cast<int64_t>(gap_ns)) {
       highest = std::max(highest, l.priority);
     }
   }
@@ -154,14 +156,18 @@ Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) 
 
 int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
   if (o.isolation != Isolation::kActive && o.isolation != Isolation::kAlways) return kNoPriority;
-  const int level =
-      std::max(d.local_whole_device, d.coordinated ? d.peers.whole_device : kNoPriority);
+  int level = d.local_whole_device;
+  // Another process's graphs share this process's SMs only under MPS.
+  if (d.coordinated && d.peers.whole_device > std::max(level, op.priority) &&
+      d.queries->SharesSmsWithPeers()) {
+    level = d.peers.whole_device;
+  }
   return level > op.priority ? level : kNoPriority;
 }
 
-bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
+bool WantsConfinementBelowActiveLevels(const OpView& op, const DeviceSnapshot& d,
+                                       const SchedulerOptions& o) {
   if (op.home_only || !op.confinable) return false;
-  if (WholeDeviceLevelAbove(op, d, o) != kNoPriority) return false;
   switch (o.isolation) {
     case Isolation::kOff:
       return false;
@@ -176,6 +182,11 @@ bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const Scheduler
              d.queries->PeersEverCeiling(op.priority) > op.priority;
   }
   return false;
+}
+
+bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
+  return WantsConfinementBelowActiveLevels(op, d, o) &&
+         WholeDeviceLevelAbove(op, d, o) == kNoPriority;
 }
 
 Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,

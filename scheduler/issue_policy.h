@@ -4,9 +4,9 @@
 //
 // The rules, in the order they are applied:
 //   1. Nothing is issued while work of a higher priority is pending (at a stream head) or in
-//      flight, here or in another process on the GPU, or was less than request_gap_ns ago (a gap
-//      inside one of its requests) -- for at most max_hold_ns after the op was first held; then
-//      the budget alone decides (Admit).
+//      flight, here or in another process on the GPU, or ended less than request_gap_ns ago with
+//      nothing of its level queued (a gap inside one of its requests) -- for at most max_hold_ns
+//      after the op was first held; then the budget alone decides (Admit).
 //   2. Work below the ceiling (the highest level that submitted work within the window, at least
 //      the unbudgeted level, here or in a peer) keeps its in-flight estimated GPU time within the
 //      budget (the peer budget, if smaller, below a peer's ceiling). One op is always admitted
@@ -126,8 +126,9 @@ struct DeviceSnapshot {
   int local_ceiling = kNoPriority;
   int local_above_op = kNoPriority;
   // Rule 4 looks at this device only: a level busy on another GPU leaves this one's SMs alone.
-  // The highest level above the op's that submitted work within the window and has had work on
-  // this device (the op's own priority if none), and the highest level that has had work here.
+  // The highest level above the op's that submitted work within the window and had work queued
+  // on this device, or counted here within the window (the op's own priority if none), and the
+  // highest level that has had work here.
   int local_above_op_here = kNoPriority;
   int local_max_seen_here = kNoPriority;
   // The highest level of this process that launched work needing the whole GPU on this device
@@ -189,14 +190,16 @@ struct Decision {
 // that much work queued behind its running op, which no late notice can idle.
 inline constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 
-// The level above the op that launched work needing the whole GPU within the window, here or
-// (coordinated) in another process, for which rule 4 does not confine the op (kNoPriority: none,
-// or an isolation mode that does not look at it).
+// Rule 4's first half: does the op belong in the partition (if one can be had)? Below a more
+// important level active on this device (or, under MPS, in another process), by the isolation
+// mode; WantsConfinement then leaves out work below a level that launched work needing the whole
+// GPU. The dispatcher asks for the partition only when the answer is yes, and passes it to Decide.
+bool WantsConfinementBelowActiveLevels(const OpView& op, const DeviceSnapshot& d,
+                                       const SchedulerOptions& o);
+// The level above the op that launched work needing the whole GPU within the window, on this
+// device in this process or (under MPS) in another process: rule 4 does not confine the op below
+// it (kNoPriority: none, or an isolation mode that does not look at it).
 int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
-
-// Rule 4's first half: does the op belong in the partition (if one can be had)?
-// The dispatcher asks for the partition only then, and passes the answer to
-// Decide.
 bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
 
 // The verdict on `op` now. `confine`: WantsConfinement held and the partition

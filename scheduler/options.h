@@ -74,13 +74,13 @@ struct SchedulerOptions {
   // kernel spins on (NCCL) delays that rank by at most this much, never for good; and no other
   // process can hold this one's work for longer, whatever it publishes. 0: no bound.
   uint64_t max_hold_ns = 100'000'000;
-  // GPUPRIO_REQUEST_GAP_US: rule 1 counts a more important level as busy while it has submitted
-  // work within this long, here or in another process on the GPU, not only while it has work
-  // queued or in flight. A server's request is a run of launches with host-side gaps between them
-  // (a launch call, a result copied to the host, the next step prepared): lower work issued into
-  // such a gap is in flight when the request's next kernel comes, and across processes without
-  // MPS the GPU time-slices, so the server waits for it in full. Confined work is not held by it
-  // (rule 4). 0 (here; unit tests opt in): only queued or in-flight work holds. The library
+  // GPUPRIO_REQUEST_GAP_US: rule 1 counts a more important level as busy until its work (queued
+  // or in flight) ended this long ago, here or in another process on the GPU, not only while it
+  // has work queued or in flight. A server's request is a run of launches with host-side gaps
+  // between them (a launch call, a result copied to the host, the next step prepared): lower work
+  // issued into such a gap is in flight when the request's next kernel comes, and across processes
+  // without MPS the GPU time-slices, so the server waits for it in full. Confined work is not held
+  // by it (rule 4). 0 (here; unit tests opt in): only queued or in-flight work holds. The library
   // defaults to 1 ms.
   uint64_t request_gap_ns = 0;
   coordinator::SegmentOptions segment;  // GPUPRIO_SHM_DIR, GPUPRIO_DOMAIN, GPUPRIO_SHARE_GROUP

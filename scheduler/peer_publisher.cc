@@ -32,8 +32,9 @@ void PeerPublisher::Publish(int64_t now_ns, bool held, absl::Span<const LevelLoa
   const int local = HighestActive(levels);
   const int published = coordinator_->Active();
   if (local < published) {
-    coordinator_->SetActive(local);
-    if (uncounted(pending_ops)) coordinator_->RaiseActive(published);
+    // A client may have raised the level since it was read: back up to what was replaced.
+    const int replaced = coordinator_->SetActive(local, keep_drop_ns_);
+    if (uncounted(pending_ops)) coordinator_->RaiseActive(std::max(published, replaced));
   } else if (local > published) {
     coordinator_->RaiseActive(local);
   }

@@ -23,8 +23,10 @@ struct IsolationReport {
 
 class PeerPublisher {
  public:
-  // `coordinator` (not null) must outlive the publisher.
-  explicit PeerPublisher(coordinator::GpuCoordinator* coordinator) : coordinator_(coordinator) {}
+  // `coordinator` (not null) must outlive the publisher. `keep_drop_ns`: the request gap
+  // (GpuCoordinator::SetActive).
+  explicit PeerPublisher(coordinator::GpuCoordinator* coordinator, uint64_t keep_drop_ns = 0)
+      : coordinator_(coordinator), keep_drop_ns_(keep_drop_ns) {}
 
   // The highest level with work queued or in flight (kNoPriority: none).
   static int HighestActive(absl::Span<const LevelLoad> levels);
@@ -41,6 +43,7 @@ class PeerPublisher {
 
  private:
   coordinator::GpuCoordinator* const coordinator_;
+  const uint64_t keep_drop_ns_;
 };
 
 }  // namespace gpuprio::scheduler

@@ -47,10 +47,13 @@ DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
   d.local_above_op_here = priority;
   for (const LevelLoad& l : accounting_->levels()) {
     d.local_max_seen_here = std::max(d.local_max_seen_here, l.priority);
-    if (l.priority > d.local_above_op_here &&
-        levels_->SubmittedWithin(l.priority, now_ns, options_.ceiling_window_ns)) {
-      d.local_above_op_here = l.priority;
-    }
+    // Submitted (anywhere) within the window, and had work here within it: in-flight counts are
+    // no guide, since the end of work issued by its own thread may be noticed late.
+    const bool busy_here =
+        levels_->SubmittedWithin(l.priority, now_ns, options_.ceiling_window_ns) &&
+        (l.pending > 0 ||
+         now_ns - l.last_busy_ns <= static_cast<int64_t>(options_.ceiling_window_ns));
+    if (l.priority > d.local_above_op_here && busy_here) d.local_above_op_here = l.priority;
   }
   d.local_whole_device = whole_device_->Highest(now_ns, options_.ceiling_window_ns);
   for (const StreamQueue* other : active) {

@@ -81,14 +81,6 @@ class PriorityLevels {
   // The ceiling: the highest level that submitted work within `window_ns` of `now_ns`, and at
   // least `floor`. Levels below it are on the in-flight budget. Costs one load per level between
   // the floor and the highest level ever seen (usually none or one).
-  // Whether `priority` submitted work within `window_ns` of `now_ns`.
-  bool SubmittedWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
-    const PriorityLevelStats& level = At(priority);
-    return level.seen.load(std::memory_order_relaxed) &&
-           now_ns - level.last_submit_ns.load(std::memory_order_relaxed) <=
-               static_cast<int64_t>(window_ns);
-  }
-
   int Ceiling(int floor, int64_t now_ns, uint64_t window_ns) const {
     for (int p = MaxSeen(); p > floor; --p) {
       const PriorityLevelStats& level = At(p);
@@ -99,6 +91,14 @@ class PriorityLevels {
       }
     }
     return floor;
+  }
+
+  // Whether `priority` submitted work within `window_ns` of `now_ns`.
+  bool SubmittedWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
+    const PriorityLevelStats& level = At(priority);
+    return level.seen.load(std::memory_order_relaxed) &&
+           now_ns - level.last_submit_ns.load(std::memory_order_relaxed) <=
+               static_cast<int64_t>(window_ns);
   }
 
  private:

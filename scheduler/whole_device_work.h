@@ -17,24 +17,17 @@ class WholeDeviceWork {
   // A launch of `priority` at `now_ns` (CLOCK_MONOTONIC). The stamp keeps the highest level
   // noted within `window_ns`; a level's own stamp is refreshed at most once a millisecond.
   void Note(int priority, int64_t now_ns, uint64_t window_ns) {
-    const uint64_t seen = word_.load(std::memory_order_relaxed);
-    const int64_t age_ns = now_ns - coordinator::LevelStampUnixUs(seen) * 1000;
-    const int seen_priority = coordinator::LevelStampPriority(seen);
-    const bool refresh = priority > seen_priority ||
-                         (priority == seen_priority && age_ns > kRefreshNs) ||
-                         age_ns > static_cast<int64_t>(window_ns);
-    if (seen == 0 || refresh) {
-      word_.store(coordinator::LevelStampWord(now_ns, priority), std::memory_order_relaxed);
-    }
+    coordinator::NoteLevelStamp(word_, priority, now_ns, static_cast<int64_t>(window_ns),
+                                kRefreshNs);
   }
 
   // The level noted within `window_ns` before `now_ns` (kNoPriority: none).
   int Highest(int64_t now_ns, uint64_t window_ns) const {
     const uint64_t seen = word_.load(std::memory_order_relaxed);
     if (seen == 0) return coordinator::kNoPriority;
-    const int64_t age_ns = now_ns - coordinator::LevelStampUnixUs(seen) * 1000;
-    return age_ns <= static_cast<int64_t>(window_ns) ? coordinator::LevelStampPriority(seen)
-                                                     : coordinator::kNoPriority;
+    const int64_t age_us = now_ns / 1000 - coordinator::LevelStampUnixUs(seen);
+    return age_us <= static_cast<int64_t>(window_ns / 1000) ? coordinator::LevelStampPriority(seen)
+                                                            : coordinator::kNoPriority;
   }
 
  private:

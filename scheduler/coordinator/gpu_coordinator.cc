@@ -403,30 +403,28 @@ void GpuCoordinator::Maintain(int64_t now_ns, int64_t interval_ns) {
   }
 }
 
-void GpuCoordinator::SetActive(int priority) {
-  // The drop's time is stored before the level falls, so a reader that sees the lower level also
-  // sees when it fell (both seq_cst). A client raising the level in between only makes the
-  // stamp name a level that is still up: readers count it busy a little longer.
-  const int seen = slot_->active_priority.load(std::memory_order_seq_cst);
-  if (priority < seen && ValidPriority(seen)) {
-    slot_->last_drop.store(LevelStampWord(base::SharedNowNs(), seen), std::memory_order_seq_cst);
+int GpuCoordinator::SetActive(int priority, uint64_t keep_drop_ns) {
+  // Each drop's time is stored before the level falls, so a reader that sees the lower level also
+  // sees when it fell (both seq_cst). A compare-and-swap, not an exchange: a client that raised
+  // the level meanwhile has its level stamped, and replaced, in the next try.
+  int seen = slot_->active_priority.load(std::memory_order_seq_cst);
+  while (true) {
+    if (priority < seen && ValidPriority(seen)) {
+      NoteLevelStamp(slot_->last_drop, seen, base::SharedNowNs(),
+                     static_cast<int64_t>(keep_drop_ns), /*refresh_ns=*/0);
+    }
+    if (slot_->active_priority.compare_exchange_weak(seen, priority, std::memory_order_seq_cst)) {
+      break;
+    }
   }
-  const int before = slot_->active_priority.exchange(priority, std::memory_order_seq_cst);
-  if (priority < before) WakeDropSleepers();
+  if (priority < seen) WakeDropSleepers();
+  return seen;
 }
 
 void GpuCoordinator::NoteWholeDevice(int priority, uint64_t window_ns) {
   if (released_.load(std::memory_order_relaxed)) return;
-  std::atomic<uint64_t>& stamp = slot_->last_whole_device;
-  const uint64_t seen = stamp.load(std::memory_order_relaxed);
-  const int64_t now = base::SharedCoarseNowNs();
-  const int64_t age_ns = now - LevelStampUnixUs(seen) * 1000;
-  const int seen_priority = LevelStampPriority(seen);
-  if (seen == 0 || priority > seen_priority ||
-      (priority == seen_priority && age_ns > kSubmitGranularityNs) ||
-      age_ns > static_cast<int64_t>(window_ns)) {
-    stamp.store(LevelStampWord(now, priority), std::memory_order_relaxed);
-  }
+  NoteLevelStamp(slot_->last_whole_device, priority, base::SharedCoarseNowNs(),
+                 static_cast<int64_t>(window_ns), kSubmitGranularityNs);
 }
 
 void GpuCoordinator::WakeDropSleepers() const {

@@ -69,7 +69,10 @@ class GpuCoordinator {
   PeerState Peers(int64_t now_ns, uint64_t window_ns, int floor, uint64_t busy_window_ns = 0) const;
   // The highest level this process has active, as the dispatcher counts it. Lowering it wakes
   // the processes sleeping in WaitForPeerDrop.
-  void SetActive(int priority);
+  // Returns the level it replaced. Lowering it stamps the level dropped from (ProcessSlot::
+  // last_drop), keeping a higher level's stamp that is younger than `keep_drop_ns` (the request
+  // gap).
+  int SetActive(int priority, uint64_t keep_drop_ns = 0);
   // Any thread, lock-free: a level of this process launches work that needs the whole GPU (a CUDA
   // graph). The slot keeps the highest level noted within `window_ns`; a level's own stamp is
   // refreshed at most once a millisecond.

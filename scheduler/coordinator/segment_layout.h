@@ -113,6 +113,32 @@ inline constexpr int LevelStampPriority(uint64_t word) {
 // Below 2^56 whatever the word holds, so differences of two never overflow.
 inline constexpr int64_t LevelStampUnixUs(uint64_t word) { return static_cast<int64_t>(word >> 8); }
 
+// Stamps `priority` at `now_ns` into `word` (LevelStampWord's format; any clock, as long as the
+// word's readers use the same one), so that the word keeps the highest level noted within the last
+// `keep_ns`: a lower level does not replace a higher one stamped less than `keep_ns` before, and a
+// level's own stamp is rewritten only once `refresh_ns` has passed. Anything else in the word (0,
+// a key that is no level, a time ahead of `now_ns`) is replaced. Lock-free; any thread or process.
+inline void NoteLevelStamp(std::atomic<uint64_t>& word, int priority, int64_t now_ns,
+                           int64_t keep_ns, int64_t refresh_ns) {
+  const uint64_t stamp = LevelStampWord(now_ns, priority);
+  uint64_t seen = word.load(std::memory_order_relaxed);
+  while (true) {
+    const int seen_priority = LevelStampPriority(seen);
+    // In microseconds: a garbage word's difference would overflow in nanoseconds.
+    const int64_t age_us = now_ns / 1000 - LevelStampUnixUs(seen);
+    const bool valid = seen != 0 && seen_priority >= kLowestPriority &&
+                       seen_priority <= kHighestPriority && age_us >= 0;
+    if (valid && ((seen_priority > priority && age_us <= keep_ns / 1000) ||
+                  (seen_priority == priority && age_us <= refresh_ns / 1000))) {
+      return;
+    }
+    if (word.compare_exchange_weak(seen, stamp, std::memory_order_seq_cst,
+                                   std::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
 inline constexpr uint32_t LevelKey(int priority) {
   return static_cast<uint32_t>(priority - kLowestPriority + 1);
 }
@@ -156,7 +182,8 @@ struct ProcessSlot {
   std::atomic<int64_t> confined_in_flight_ops;
   std::atomic<int64_t> confined_in_flight_estimated_ns;
   // When the dispatcher last lowered active_priority, and from which level: LevelStampWord (0:
-  // never). A level whose work ended moments ago is most likely between two steps of one request
+  // never), the highest level dropped within the request gap (NoteLevelStamp). A level whose work
+  // ended moments ago is most likely between two steps of one request
   // (SchedulerOptions::request_gap_ns). One word, so a reader never pairs a time with another
   // drop's level.
   std::atomic<uint64_t> last_drop;
@@ -164,8 +191,8 @@ struct ProcessSlot {
   LevelRow level_rows[kLevelRows];
   LevelRow other_levels;  // level_key unused
   // When a level of this process last launched work that needs the whole GPU (a CUDA graph), and
-  // which level (the highest within the last millisecond): LevelStampWord on the coarse clock (0:
-  // never). Less important work in every process is held below it rather than confined.
+  // which level (the highest within the window: NoteLevelStamp): LevelStampWord on the coarse clock
+  // (0: never). Less important work in every process is held below it rather than confined.
   std::atomic<uint64_t> last_whole_device;
   char reserved[kSlotBytes - kLevelStatsOffset - (kLevelRows + 1) * sizeof(LevelRow) - 8];
 };

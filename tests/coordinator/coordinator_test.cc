@@ -231,6 +231,48 @@ TEST_CASE("A level that dropped less than the busy window ago still counts as bu
   }
 }
 
+TEST_CASE("A level stamp keeps the highest level noted within its window", "[coordinator]") {
+  std::atomic<uint64_t> word{0};
+  constexpr int64_t kT = 1'700'000'000'000'000'000;  // ns
+  constexpr int64_t kKeep = 1'000'000;
+  auto level = [&] { return LevelStampPriority(word.load()); };
+  auto at_us = [&] { return LevelStampUnixUs(word.load()); };
+  NoteLevelStamp(word, 2, kT, kKeep, 0);
+  CHECK(level() == 2);
+  NoteLevelStamp(word, 1, kT + 500'000, kKeep, 0);  // lower, within the window: kept out
+  CHECK(level() == 2);
+  CHECK(at_us() == kT / 1000);
+  NoteLevelStamp(word, 1, kT + 2'000'000, kKeep, 0);  // lower, after the window: replaces
+  CHECK(level() == 1);
+  CHECK(at_us() == kT / 1000 + 2'000);
+  NoteLevelStamp(word, 1, kT + 2'500'000, kKeep, /*refresh_ns=*/1'000'000);  // its own, too soon
+  CHECK(at_us() == kT / 1000 + 2'000);
+  NoteLevelStamp(word, 1, kT + 3'500'000, kKeep, 1'000'000);
+  CHECK(at_us() == kT / 1000 + 3'500);
+  NoteLevelStamp(word, 3, kT + 3'500'001, kKeep, 1'000'000);  // a higher one at once
+  CHECK(level() == 3);
+  word.store(~uint64_t{0});  // no level in the key, a time far ahead: replaced
+  NoteLevelStamp(word, 0, kT, kKeep, 1'000'000);
+  CHECK(level() == 0);
+  word.store(LevelStampWord(kT + 10'000'000'000, 5));  // a higher level from the future: replaced
+  NoteLevelStamp(word, 0, kT, kKeep, 1'000'000);
+  CHECK(level() == 0);
+}
+
+TEST_CASE("A lower level's drop does not hide a higher one's within the request gap",
+          "[coordinator]") {
+  TestSegment t;
+  auto high = t.Attach(1);
+  auto low = t.Attach(-1);
+  constexpr uint64_t kHour = 3600'000'000'000;
+  const int64_t now = base::SteadyNowNs();
+  high->NoteSubmit(3, now);
+  CHECK(high->SetActive(2, kHour) == 3);            // level 3's work ended: 3 stamped
+  CHECK(high->SetActive(kNoPriority, kHour) == 2);  // then level 2's: 3's stamp is kept
+  CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == 3);
+  CHECK(high->SetActive(kNoPriority, kHour) == kNoPriority);  // nothing to drop: no wake, no stamp
+}
+
 TEST_CASE("A level's whole-device work is seen by the other processes within the window",
           "[coordinator]") {
   TestSegment t;

@@ -747,4 +747,49 @@ TEST_CASE("A level busy on one GPU confines work on that GPU only", "[dispatcher
   idle_gpu.Stop();
 }
 
+TEST_CASE("A level that had work on a GPU only longer ago than the window confines nothing there",
+          "[dispatcher]") {
+  // Level 1 ran one op on device 1 (a warm-up, say), then works on device 0 only. Once that op is
+  // older than the window, device 1's low work runs on the whole GPU again, though level 1 keeps
+  // submitting (on device 0). The window is short here; the wait is a lower bound only.
+  constexpr uint64_t kBusyGpu = 0, kOnceGpu = 1;  // tags
+  g_gpu_progresses = true;
+  for (auto& t : g_tag_issued_ns) t = 0;
+  SchedulerOptions o = Options();
+  o.isolation = gpuprio::scheduler::Isolation::kActive;
+  o.default_estimate_ns = 100'000;
+  o.ceiling_window_ns = 100'000'000;
+  PriorityLevels levels;
+  Dispatcher busy_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  Dispatcher once_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
+  StreamState busy_high, once_high, busy_low, once_low;
+  AttachStream(busy_gpu, busy_high);
+  AttachStream(busy_gpu, busy_low);
+  AttachStream(once_gpu, once_high);
+  AttachStream(once_gpu, once_low);
+  busy_low.stream = once_low.stream = reinterpret_cast<CUstream>(0x2010);
+  g_issued = 0;
+  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());
+  Submit(once_gpu, once_high, 1, 1);
+  REQUIRE(Eventually([] { return g_issued.load() == 1; }));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * o.ceiling_window_ns));
+  const int64_t high_at = gpuprio::base::SteadyNowNs();
+  levels.NoteSubmit(1, high_at);  // level 1 still submits, on device 0
+  Submit(busy_gpu, busy_high, 1, 1);
+  REQUIRE(Eventually([] { return g_issued.load() == 2; }));
+  SubmitTagged(busy_gpu, busy_low, -1, kBusyGpu);
+  SubmitTagged(once_gpu, once_low, -1, kOnceGpu);
+  REQUIRE(Eventually([] {
+    return g_tag_issued_ns[kBusyGpu].load() != 0 && g_tag_issued_ns[kOnceGpu].load() != 0;
+  }));
+  // Device 0's op was decided within the window of level 1's op there, unless the machine took
+  // longer than the window to get to it: then it may run unconfined, which is right too.
+  if (g_tag_issued_ns[kBusyGpu].load() - high_at < static_cast<int64_t>(o.ceiling_window_ns)) {
+    CHECK(g_tag_confined[kBusyGpu].load());
+  }
+  CHECK_FALSE(g_tag_confined[kOnceGpu].load());
+  busy_gpu.Stop();
+  once_gpu.Stop();
+}
+
 }  // namespace

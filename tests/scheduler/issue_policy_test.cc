@@ -383,6 +383,12 @@ TEST_CASE("Decide: the request gap holds work in the gaps of more important work
       CHECK(bound.reason == Reason::kHoldBound);
     }
   }
+  SECTION("a level whose ops are only queued (behind this one, on its stream) does not") {
+    // Queued work counts through the heads; ops queued behind the judged op wait for it.
+    const std::vector<LevelLoad> levels = {Pending(1, kNow - 400'000)};
+    d.levels = levels;
+    CHECK(Decide(Op(-1, 10'000), d, false, o).verdict == Verdict::kIssue);
+  }
   SECTION("a level whose work ended longer ago than the gap does not") {
     const std::vector<LevelLoad> levels = {InFlight(1, 0, 0, kNow - gap - 1)};
     d.levels = levels;
@@ -470,10 +476,16 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
       d.local_whole_device = -1;  // the op's own level: it still confines its work below 1
       CHECK(WantsConfinement(low, d, o));
       d.coordinated = true;
-      d.peers.whole_device = 2;  // another process's level
+      d.peers.whole_device = 2;    // another process's level: its graphs share these SMs only
+      queries.shares_sms = false;  // under MPS
+      CHECK(WantsConfinement(low, d, o));
+      queries.shares_sms = true;
       CHECK_FALSE(WantsConfinement(low, d, o));
+      CHECK(WholeDeviceLevelAbove(low, d, o) == 2);
+      CHECK(WantsConfinementBelowActiveLevels(low, d, o));  // what the dispatcher says once
       d.coordinated = false;  // read only where other processes take part
       CHECK(WantsConfinement(low, d, o));
+      queries.shares_sms = false;
     }
     o.isolation = Isolation::kForce;  // the debug switch confines everything regardless
     d.local_whole_device = 1;

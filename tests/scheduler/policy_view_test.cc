@@ -149,7 +149,7 @@ TEST_CASE("PolicyView: a level's whole-device work shows within the window") {
   t.whole_device.Note(1, kT + 1'000, 500'000'000);  // a lower level does not replace it
   CHECK(t.view.Snapshot(q, -1, active, kT + 2'000, &queries).local_whole_device == 2);
   // The view's window is the options' ceiling window (0.5 s by default).
-  const int64_t late = kT + static_cast<int64_t>(SchedulerOptions().ceiling_window_ns) + 1;
+  const int64_t late = kT + static_cast<int64_t>(SchedulerOptions().ceiling_window_ns) + 1'000'000;
   CHECK(t.view.Snapshot(q, -1, active, late, &queries).local_whole_device == kNoPriority);
   // Once the higher stamp is older than the window, a lower level's note replaces it.
   t.whole_device.Note(1, late, 500'000'000);

@@ -263,6 +263,33 @@ class ParserSelfTest(unittest.TestCase):
                 parse_exposition(text)
 
 
+class WholeDevicePriorityTest(unittest.TestCase):
+    """The level a slot's last_whole_device stamp names, within the library's 0.5 s window, on a
+    fixed clock (the scrapes above can only check the stamps that never show)."""
+
+    def test_window(self):
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("gpuprio_cli", CLI)
+        spec = importlib.util.spec_from_loader("gpuprio_cli", loader)
+        cli = importlib.util.module_from_spec(spec)
+        loader.exec_module(cli)
+        level_of = cli.exporter_module().whole_device_priority
+        now = 1_700_000_000.0
+
+        def slot(at_s, level_key):
+            return {"last_whole_device": (int(at_s * 1e6) << 8) | level_key}
+
+        self.assertEqual(level_of(slot(now - 0.2, 102), now), 1)  # key 102: priority 1
+        self.assertEqual(level_of(slot(now - 0.49, 1), now), -100)
+        self.assertIsNone(level_of(slot(now - 0.6, 102), now))  # older than the window
+        self.assertEqual(level_of(slot(now + 0.5, 98), now), -3)  # ahead, within the tolerance
+        self.assertIsNone(level_of(slot(now + 2, 102), now))  # further ahead: garbage
+        self.assertIsNone(level_of({"last_whole_device": 0}, now))
+        self.assertIsNone(level_of(slot(now, 255), now))  # no level
+        self.assertIsNone(level_of(slot(now, 0), now))
+
+
 class CgroupTest(unittest.TestCase):
     """The pod UID and container id gpuprio_process_info takes from /proc/PID/cgroup."""
 
@@ -557,7 +584,7 @@ class DamagedSegmentsTest(unittest.TestCase):
         slot = {"index": 3, "pid": os.getpid(), "default_priority": -5,
                 "ops_dispatched": 12, "ops_direct": 4, "isolation_reserved_sms": 16,
                 "isolation_device_sms": 132, "confined_in_flight_ops": 2,
-                "confined_in_flight_estimated_ns": 1_500_000, "whole_device_level": 100,
+                "confined_in_flight_estimated_ns": 1_500_000,
                 "levels": [{"row": 0, "level": -5, "ops_dispatched": 9, "ops_direct": 4,
                             "ops_confined": 7, "histogram": {"0": 2, "10": 7}},
                            {"row": 1, "level": 100, "ops_dispatched": 1},
@@ -599,8 +626,7 @@ class DamagedSegmentsTest(unittest.TestCase):
         for family, value in (("gpuprio_process_isolation_reserved_sms", 16),
                               ("gpuprio_process_isolation_device_sms", 132),
                               ("gpuprio_process_confined_in_flight_ops", 2),
-                              ("gpuprio_process_confined_in_flight_estimated_seconds", 0.0015),
-                              ("gpuprio_process_whole_device_priority", 100)):
+                              ("gpuprio_process_confined_in_flight_estimated_seconds", 0.0015)):
             self.assertEqual([v for _, v in samples(families, family, domain="levels")], [value],
                              family)
 

@@ -41,8 +41,7 @@ Spec keys, all optional:
                 held_ns_total, isolation_reserved_sms, isolation_device_sms,
                 confined_in_flight_ops, confined_in_flight_estimated_ns, last_drop and
                 last_whole_device (level stamps: (microseconds of CLOCK_REALTIME << 8) | level
-                key; or whole_device_level, a level stamped to show for 1.4 s after the write),
-                histogram ({"bucket":
+                key), histogram ({"bucket":
                 count}), levels (a list of {"row": 0..3 (3: other_levels), "level" or a raw
                 "level_key", ops_dispatched, ops_direct, ops_confined, histogram}) and raw_fields
                 ({"offset": [struct format, value]}) to write anything anywhere in the slot
@@ -56,7 +55,6 @@ import os
 import random
 import struct
 import sys
-import time
 
 LAYOUT_VERSION = 2
 MAGIC = b"gpuprioS"
@@ -167,11 +165,6 @@ def pack_slot(buffer, spec):
         "command": (bytes.fromhex(spec["command_hex"]) if "command_hex" in spec
                     else spec.get("command", "").encode()),
     }
-    if "whole_device_level" in spec:
-        # 0.9 s ahead (readers accept up to 1 s), so the stamp is within the 0.5 s window for
-        # 1.4 s after the write: enough for a reader on a loaded machine.
-        values["last_whole_device"] = ((time.time_ns() // 1000 + 900_000) << 8) | (
-            int(spec["whole_device_level"]) - NO_PRIORITY)
     for name in SLOT:
         if name not in values:
             values[name] = spec.get(name, 0)
