@@ -669,82 +669,88 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   CHECK(levels.At(-1).ops_confined.load() == 40);
 }
 
+// Two devices of one process, each with a partition, isolation active. Level 1 runs ops on the
+// devices a test picks; then one low op goes to each device, and the test reads which of them ran
+// confined.
+class TwoIsolatedGpus {
+ public:
+  explicit TwoIsolatedGpus(uint64_t window_ns = SchedulerOptions().ceiling_window_ns) {
+    options_ = Options();
+    options_.isolation = gpuprio::scheduler::Isolation::kActive;
+    options_.default_estimate_ns = 100'000;
+    options_.ceiling_window_ns = window_ns;
+    g_gpu_progresses = true;
+    for (int d = 0; d < 2; ++d) {
+      gpus_[d] = std::make_unique<Dispatcher>(d, ScriptedDriverWithGreenContexts(), options_,
+                                              &levels_, nullptr);
+      AttachStream(*gpus_[d], high_[d]);
+      AttachStream(*gpus_[d], low_[d]);
+      low_[d].stream = reinterpret_cast<CUstream>(0x2010);
+    }
+  }
+  ~TwoIsolatedGpus() {
+    for (auto& gpu : gpus_) gpu->Stop();
+  }
+
+  Dispatcher& gpu(int d) { return *gpus_[d]; }
+
+  // Level 1 submits one op on device `d` (as Scheduler::Submit: the level's submit time, then the
+  // op) and it is issued. Returns the submit time.
+  int64_t RunHigh(int d) {
+    const int64_t at = gpuprio::base::SteadyNowNs();
+    levels_.NoteSubmit(1, at);
+    const int before = g_issued.load();
+    Submit(*gpus_[d], high_[d], 1, 1);
+    REQUIRE(Eventually([&] { return g_issued.load() == before + 1; }));
+    return at;
+  }
+
+  // One low op on each device, until both are issued: whether each ran confined, and when.
+  struct Low {
+    bool confined[2];
+    int64_t issued_ns[2];
+  };
+  Low RunLow() {
+    for (auto& t : g_tag_issued_ns) t = 0;
+    for (int d = 0; d < 2; ++d) SubmitTagged(*gpus_[d], low_[d], -1, static_cast<uint64_t>(d));
+    REQUIRE(Eventually([] { return g_tag_issued_ns[0] != 0 && g_tag_issued_ns[1] != 0; }));
+    return {{g_tag_confined[0].load(), g_tag_confined[1].load()},
+            {g_tag_issued_ns[0].load(), g_tag_issued_ns[1].load()}};
+  }
+
+ private:
+  SchedulerOptions options_;
+  PriorityLevels levels_;
+  std::unique_ptr<Dispatcher> gpus_[2];
+  StreamState high_[2], low_[2];
+};
+
 TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, on that GPU only",
           "[dispatcher]") {
-  // Isolation active, a partition on both devices, level 1 active on both within the window. On
-  // device 0 level 1 launched a graph (NoteWholeDevice): the reserve would not hold it, so the low
-  // op runs on its own stream (rules 1-3 judge it). On device 1 level 1 launched kernels only:
-  // confined.
-  constexpr uint64_t kGraphGpu = 0, kKernelGpu = 1;  // tags
-  g_gpu_progresses = true;
-  for (auto& t : g_tag_issued_ns) t = 0;
-  SchedulerOptions o = Options();
-  o.isolation = gpuprio::scheduler::Isolation::kActive;
-  o.default_estimate_ns = 100'000;
-  PriorityLevels levels;
-  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());
-  Dispatcher graph_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  Dispatcher kernel_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  StreamState graph_stream, kernel_stream;
-  AttachStream(graph_gpu, graph_stream);
-  AttachStream(kernel_gpu, kernel_stream);
-  // Level 1's work on both devices (rule 4 looks at the levels each device has had).
-  g_issued = 0;
-  StreamState graph_high, kernel_high;
-  AttachStream(graph_gpu, graph_high);
-  AttachStream(kernel_gpu, kernel_high);
-  graph_high.stream = kernel_high.stream = reinterpret_cast<CUstream>(0x2010);
-  Submit(graph_gpu, graph_high, 1, 1);
-  Submit(kernel_gpu, kernel_high, 1, 1);
-  REQUIRE(Eventually([] { return g_issued.load() == 2; }));
-  graph_gpu.NoteWholeDevice(1, gpuprio::base::SteadyNowNs());
-  SubmitTagged(graph_gpu, graph_stream, -1, kGraphGpu);
-  SubmitTagged(kernel_gpu, kernel_stream, -1, kKernelGpu);
-  REQUIRE(Eventually([] {
-    return g_tag_issued_ns[kGraphGpu].load() != 0 && g_tag_issued_ns[kKernelGpu].load() != 0;
-  }));
-  CHECK_FALSE(g_tag_confined[kGraphGpu].load());
-  CHECK(g_tag_confined[kKernelGpu].load());
+  // Level 1 active on both devices. On device 0 it launched a graph (NoteWholeDevice): the
+  // reserve would not hold it, so the low op runs on its own stream (rules 1-3 judge it). On
+  // device 1 it launched kernels only: confined.
+  TwoIsolatedGpus gpus;
+  gpus.RunHigh(0);
+  gpus.RunHigh(1);
+  gpus.gpu(0).NoteWholeDevice(1, gpuprio::base::SteadyNowNs());
+  TwoIsolatedGpus::Low low = gpus.RunLow();
+  CHECK_FALSE(low.confined[0]);
+  CHECK(low.confined[1]);
   // A note of the low level itself changes nothing for its own work: still confined below 1.
-  kernel_gpu.NoteWholeDevice(-1, gpuprio::base::SteadyNowNs());
-  g_tag_issued_ns[kKernelGpu] = 0;
-  SubmitTagged(kernel_gpu, kernel_stream, -1, kKernelGpu);
-  REQUIRE(Eventually([] { return g_tag_issued_ns[kKernelGpu].load() != 0; }));
-  CHECK(g_tag_confined[kKernelGpu].load());
-  graph_gpu.Stop();
-  kernel_gpu.Stop();
+  gpus.gpu(1).NoteWholeDevice(-1, gpuprio::base::SteadyNowNs());
+  low = gpus.RunLow();
+  CHECK(low.confined[1]);
 }
 
 TEST_CASE("A level busy on one GPU confines work on that GPU only", "[dispatcher]") {
-  // Isolation active, a partition on both devices; level 1 of this process has work on device 0
-  // only. The low op on device 1 runs on the whole GPU: nothing more important uses its SMs.
-  constexpr uint64_t kBusyGpu = 0, kIdleGpu = 1;  // tags
-  g_gpu_progresses = true;
-  for (auto& t : g_tag_issued_ns) t = 0;
-  SchedulerOptions o = Options();
-  o.isolation = gpuprio::scheduler::Isolation::kActive;
-  o.default_estimate_ns = 100'000;
-  PriorityLevels levels;
-  Dispatcher busy_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  Dispatcher idle_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  StreamState high, busy_low, idle_low;
-  AttachStream(busy_gpu, high);
-  AttachStream(busy_gpu, busy_low);
-  AttachStream(idle_gpu, idle_low);
-  busy_low.stream = reinterpret_cast<CUstream>(0x2010);
-  g_issued = 0;
-  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());  // as Scheduler::Submit does
-  Submit(busy_gpu, high, 1, 1);
-  REQUIRE(Eventually([] { return g_issued.load() == 1; }));
-  SubmitTagged(busy_gpu, busy_low, -1, kBusyGpu);
-  SubmitTagged(idle_gpu, idle_low, -1, kIdleGpu);
-  REQUIRE(Eventually([] {
-    return g_tag_issued_ns[kBusyGpu].load() != 0 && g_tag_issued_ns[kIdleGpu].load() != 0;
-  }));
-  CHECK(g_tag_confined[kBusyGpu].load());
-  CHECK_FALSE(g_tag_confined[kIdleGpu].load());
-  busy_gpu.Stop();
-  idle_gpu.Stop();
+  // Level 1 has work on device 0 only: the low op on device 1 runs on the whole GPU, since
+  // nothing more important uses its SMs.
+  TwoIsolatedGpus gpus;
+  gpus.RunHigh(0);
+  const TwoIsolatedGpus::Low low = gpus.RunLow();
+  CHECK(low.confined[0]);
+  CHECK_FALSE(low.confined[1]);
 }
 
 TEST_CASE("A level that had work on a GPU only longer ago than the window confines nothing there",
@@ -752,44 +758,16 @@ TEST_CASE("A level that had work on a GPU only longer ago than the window confin
   // Level 1 ran one op on device 1 (a warm-up, say), then works on device 0 only. Once that op is
   // older than the window, device 1's low work runs on the whole GPU again, though level 1 keeps
   // submitting (on device 0). The window is short here; the wait is a lower bound only.
-  constexpr uint64_t kBusyGpu = 0, kOnceGpu = 1;  // tags
-  g_gpu_progresses = true;
-  for (auto& t : g_tag_issued_ns) t = 0;
-  SchedulerOptions o = Options();
-  o.isolation = gpuprio::scheduler::Isolation::kActive;
-  o.default_estimate_ns = 100'000;
-  o.ceiling_window_ns = 100'000'000;
-  PriorityLevels levels;
-  Dispatcher busy_gpu(0, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  Dispatcher once_gpu(1, ScriptedDriverWithGreenContexts(), o, &levels, nullptr);
-  StreamState busy_high, once_high, busy_low, once_low;
-  AttachStream(busy_gpu, busy_high);
-  AttachStream(busy_gpu, busy_low);
-  AttachStream(once_gpu, once_high);
-  AttachStream(once_gpu, once_low);
-  busy_low.stream = once_low.stream = reinterpret_cast<CUstream>(0x2010);
-  g_issued = 0;
-  levels.NoteSubmit(1, gpuprio::base::SteadyNowNs());
-  Submit(once_gpu, once_high, 1, 1);
-  REQUIRE(Eventually([] { return g_issued.load() == 1; }));
-  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * o.ceiling_window_ns));
-  const int64_t high_at = gpuprio::base::SteadyNowNs();
-  levels.NoteSubmit(1, high_at);  // level 1 still submits, on device 0
-  Submit(busy_gpu, busy_high, 1, 1);
-  REQUIRE(Eventually([] { return g_issued.load() == 2; }));
-  SubmitTagged(busy_gpu, busy_low, -1, kBusyGpu);
-  SubmitTagged(once_gpu, once_low, -1, kOnceGpu);
-  REQUIRE(Eventually([] {
-    return g_tag_issued_ns[kBusyGpu].load() != 0 && g_tag_issued_ns[kOnceGpu].load() != 0;
-  }));
+  constexpr uint64_t kWindowNs = 100'000'000;
+  TwoIsolatedGpus gpus(kWindowNs);
+  gpus.RunHigh(1);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * kWindowNs));
+  const int64_t high_at = gpus.RunHigh(0);
+  const TwoIsolatedGpus::Low low = gpus.RunLow();
   // Device 0's op was decided within the window of level 1's op there, unless the machine took
   // longer than the window to get to it: then it may run unconfined, which is right too.
-  if (g_tag_issued_ns[kBusyGpu].load() - high_at < static_cast<int64_t>(o.ceiling_window_ns)) {
-    CHECK(g_tag_confined[kBusyGpu].load());
-  }
-  CHECK_FALSE(g_tag_confined[kOnceGpu].load());
-  busy_gpu.Stop();
-  once_gpu.Stop();
+  if (low.issued_ns[0] - high_at < static_cast<int64_t>(kWindowNs)) CHECK(low.confined[0]);
+  CHECK_FALSE(low.confined[1]);
 }
 
 }  // namespace

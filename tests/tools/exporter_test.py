@@ -263,17 +263,23 @@ class ParserSelfTest(unittest.TestCase):
                 parse_exposition(text)
 
 
+def load_cli():
+    """The CLI under test as a module (its exporter_module() gives the exporter's functions)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("gpuprio_cli", CLI)
+    spec = importlib.util.spec_from_loader("gpuprio_cli", loader)
+    cli = importlib.util.module_from_spec(spec)
+    loader.exec_module(cli)
+    return cli
+
+
 class WholeDevicePriorityTest(unittest.TestCase):
     """The level a slot's last_whole_device stamp names, within the library's 0.5 s window, on a
     fixed clock (the scrapes above can only check the stamps that never show)."""
 
     def test_window(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("gpuprio_cli", CLI)
-        spec = importlib.util.spec_from_loader("gpuprio_cli", loader)
-        cli = importlib.util.module_from_spec(spec)
-        loader.exec_module(cli)
+        cli = load_cli()
         level_of = cli.exporter_module().whole_device_priority
         now = 1_700_000_000.0
 
@@ -294,12 +300,7 @@ class CgroupTest(unittest.TestCase):
     """The pod UID and container id gpuprio_process_info takes from /proc/PID/cgroup."""
 
     def test_parse_cgroup(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("gpuprio_cli", CLI)
-        spec = importlib.util.spec_from_loader("gpuprio_cli", loader)
-        cli = importlib.util.module_from_spec(spec)
-        loader.exec_module(cli)
+        cli = load_cli()
         parse = cli.exporter_module().parse_cgroup
         cid = "0123456789abcdef" * 4
         pod = "1234abcd-5678-90ab-cdef-1234567890ab"
