@@ -721,8 +721,8 @@ class TwoIsolatedGpus {
  private:
   SchedulerOptions options_;
   PriorityLevels levels_;
+  StreamState high_[2], low_[2];  // before the dispatchers: they outlive them
   std::unique_ptr<Dispatcher> gpus_[2];
-  StreamState high_[2], low_[2];
 };
 
 TEST_CASE("Below a level whose work needs the whole GPU, work is not confined, on that GPU only",
