@@ -8,9 +8,12 @@
 #   repo         the checkout's root, which becomes the working directory
 #   py           $PYTHON or python3
 #   lib          $GPUPRIO_LIB or .gpu/libgpuprio.so (built by tests/gpu/build_artifacts.sh)
-#   work         a fresh /tmp/gpuprio_SCRIPT.XXXXXX for the runs' files
+#   work         a fresh /tmp/gpuprio_SCRIPT.XXXXXX for the runs' files, removed when the script
+#                exits (what a run reports is in OUT_DIR) unless GPUPRIO_KEEP_WORK=1 keeps it
 # and defines say (prints "SCRIPT: ..."), need_lib (unless --native-only: exit 1 when $lib is
-# missing) and need_bin PATH (exit 1 when PATH is not an executable). Bad arguments: usage, exit 2.
+# missing), need_bin PATH (exit 1 when PATH is not an executable) and remove_work (the EXIT trap
+# set here; a script that sets an EXIT trap of its own calls it there, as bench_procs.sh's
+# procs_exit does). Bad arguments: usage, exit 2.
 gp_flags=("${gp_flags[@]+"${gp_flags[@]}"}")
 usage() {
   local flags=""
@@ -56,3 +59,7 @@ need_bin() {
 mkdir -p "$out" || exit 1
 out="$(cd "$out" && pwd)"
 work="$(mktemp -d "/tmp/gpuprio_$gp_script_name.XXXXXX")"
+remove_work() {
+  [[ "${GPUPRIO_KEEP_WORK:-0}" == 1 ]] || rm -rf "$work"
+}
+trap remove_work EXIT

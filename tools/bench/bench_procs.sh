@@ -126,8 +126,9 @@ remove_segments() {
 }
 
 # cleanup_at_exit DOMAIN_PREFIX: whatever ends the script (its end, exit, INT, TERM, HUP), no process
-# group of ours, no coordination segment of its domains (named DOMAIN_PREFIX...) and, where
-# tools/bench/mps_daemon.sh is sourced, no MPS daemon of ours stays behind.
+# group of ours, no coordination segment of its domains (named DOMAIN_PREFIX...), no work dir
+# (tests/gpu/gpu_run_args.sh's remove_work) and, where tools/bench/mps_daemon.sh is sourced, no MPS
+# daemon of ours stays behind.
 cleanup_at_exit() {
   procs_domain_prefix="$1"
   trap procs_exit EXIT
@@ -138,4 +139,5 @@ procs_exit() {
   procs_cleanup
   remove_segments "$procs_domain_prefix"
   if declare -F mps_stop >/dev/null; then mps_stop; fi
+  if declare -F remove_work >/dev/null; then remove_work; fi
 }
