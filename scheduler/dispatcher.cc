@@ -415,12 +415,10 @@ Dispatcher::Attempt Dispatcher::TryIssue(StreamQueue* q, bool inherited, int64_t
   const DeviceSnapshot device = policy_view_.Snapshot(*q, op->priority, active_, now, &queries);
   const OpView view = policy_view_.View(*op, inherited, now);
   // The partition is created the first time the policy wants it.
-  bool confine = WantsConfinementBelowActiveLevels(view, device, options_);
-  if (confine) {
-    const int whole_device = WholeDeviceLevelAbove(view, device, options_);
-    placement_.NoteNotConfinedBelow(whole_device);
-    confine = whole_device == kNoPriority && placement_.EnsurePartition();
-  }
+  int held_below = kNoPriority;
+  const bool confine =
+      WantsConfinement(view, device, options_, &held_below) && placement_.EnsurePartition();
+  placement_.NoteNotConfinedBelow(held_below);
   const Decision decision = Decide(view, device, confine, options_);
   if (decision.passed_hold_bound) {
     levels_->At(op->priority).ops_hold_bound.fetch_add(1, std::memory_order_relaxed);

@@ -154,20 +154,11 @@ Admission Admit(int priority, uint64_t estimate_ns, const AdmissionSnapshot& s) 
   return Admission::kHoldForBudget;
 }
 
-int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
-  if (o.isolation != Isolation::kActive && o.isolation != Isolation::kAlways) return kNoPriority;
-  int level = d.local_whole_device;
-  // Another process's graphs share this process's SMs only under MPS.
-  if (d.coordinated && d.peers.whole_device > std::max(level, op.priority) &&
-      d.queries->SharesSmsWithPeers()) {
-    level = d.peers.whole_device;
-  }
-  return level > op.priority ? level : kNoPriority;
-}
+namespace {
 
-bool WantsConfinementBelowActiveLevels(const OpView& op, const DeviceSnapshot& d,
-                                       const SchedulerOptions& o) {
-  if (op.home_only || !op.confinable) return false;
+// Rule 4 by the isolation mode alone: below a more important level active on this device (or,
+// under MPS, in another process).
+bool BelowActiveLevels(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
   switch (o.isolation) {
     case Isolation::kOff:
       return false;
@@ -184,9 +175,28 @@ bool WantsConfinementBelowActiveLevels(const OpView& op, const DeviceSnapshot& d
   return false;
 }
 
-bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
-  return WantsConfinementBelowActiveLevels(op, d, o) &&
-         WholeDeviceLevelAbove(op, d, o) == kNoPriority;
+// The level above the op that launched work needing the whole GPU within the window, on this
+// device in this process or (under MPS) in another process (kNoPriority: none, or a mode that
+// does not look at it).
+int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o) {
+  if (o.isolation != Isolation::kActive && o.isolation != Isolation::kAlways) return kNoPriority;
+  int level = d.local_whole_device;
+  // Another process's graphs share this process's SMs only under MPS.
+  if (d.coordinated && d.peers.whole_device > std::max(level, op.priority) &&
+      d.queries->SharesSmsWithPeers()) {
+    level = d.peers.whole_device;
+  }
+  return level > op.priority ? level : kNoPriority;
+}
+
+}  // namespace
+
+bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o,
+                      int* held_below) {
+  if (op.home_only || !op.confinable || !BelowActiveLevels(op, d, o)) return false;
+  const int whole_device = WholeDeviceLevelAbove(op, d, o);
+  if (held_below != nullptr) *held_below = whole_device;
+  return whole_device == kNoPriority;
 }
 
 Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine,

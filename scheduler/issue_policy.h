@@ -192,15 +192,12 @@ inline constexpr int64_t kMaxConfinedSleepNs = 1'000'000;
 
 // Rule 4's first half: does the op belong in the partition (if one can be had)? Below a more
 // important level active on this device (or, under MPS, in another process), by the isolation
-// mode; WantsConfinement then leaves out work below a level that launched work needing the whole
-// GPU. The dispatcher asks for the partition only when the answer is yes, and passes it to Decide.
-bool WantsConfinementBelowActiveLevels(const OpView& op, const DeviceSnapshot& d,
-                                       const SchedulerOptions& o);
-// The level above the op that launched work needing the whole GPU within the window, on this
-// device in this process or (under MPS) in another process: rule 4 does not confine the op below
-// it (kNoPriority: none, or an isolation mode that does not look at it).
-int WholeDeviceLevelAbove(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
-bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o);
+// mode; but not below a level that launched work needing the whole GPU within the window (here,
+// or under MPS in another process). The dispatcher asks for the partition only when the answer is
+// yes, and passes it to Decide. `held_below` (may be null): where the op would be confined but for
+// such a level, that level, else kNoPriority (left as it was where the mode does not confine).
+bool WantsConfinement(const OpView& op, const DeviceSnapshot& d, const SchedulerOptions& o,
+                      int* held_below = nullptr);
 
 // The verdict on `op` now. `confine`: WantsConfinement held and the partition
 // exists.

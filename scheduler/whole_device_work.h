@@ -22,12 +22,10 @@ class WholeDeviceWork {
   }
 
   // The level noted within `window_ns` before `now_ns` (kNoPriority: none).
+  // A note a moment ahead of `now_ns` (another thread's clock read) counts too.
   int Highest(int64_t now_ns, uint64_t window_ns) const {
-    const uint64_t seen = word_.load(std::memory_order_relaxed);
-    if (seen == 0) return coordinator::kNoPriority;
-    const int64_t age_us = now_ns / 1000 - coordinator::LevelStampUnixUs(seen);
-    return age_us <= static_cast<int64_t>(window_ns / 1000) ? coordinator::LevelStampPriority(seen)
-                                                            : coordinator::kNoPriority;
+    return coordinator::LevelStampWithin(word_.load(std::memory_order_relaxed), now_ns,
+                                         static_cast<int64_t>(window_ns), kRefreshNs);
   }
 
  private:

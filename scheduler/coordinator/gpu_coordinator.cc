@@ -208,27 +208,12 @@ void GpuCoordinator::RefreshPeersIfClaimed() const {
   }
 }
 
-int GpuCoordinator::LastSubmitWithin(const ProcessSlot& slot, int top, int stop, int64_t shared_now,
-                                     uint64_t window_ns) {
-  for (int p = top; p > stop; --p) {
-    const int64_t t =
-        slot.level_last_submit_unix_ns[p - kLowestPriority].load(std::memory_order_relaxed);
-    // Ahead of this clock by up to a tick or two of the coarse clocks is normal; further ahead
-    // is garbage (or a clock stepped back), which must not keep a level up.
-    if (t != 0 && shared_now - t <= static_cast<int64_t>(window_ns) &&
-        t - shared_now <= kFutureToleranceNs) {
-      return p;
-    }
-  }
-  return kNoPriority;
-}
-
 PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor,
                                 uint64_t busy_window_ns) const {
   RefreshPeersIfClaimed();
   PeerState state;
   int64_t shared_now = 0;  // read once, and only if some slot's levels are looked at
-  int64_t now_us = 0;      // the same for the drop times (full resolution)
+  int64_t precise_now = 0;  // the same at full resolution, for the drop times
   for (uint64_t mask = peer_mask_.load(std::memory_order_relaxed); mask != 0; mask &= mask - 1) {
     const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(mask));
     const ProcessSlot& slot = segment_->slot(i);
@@ -237,37 +222,35 @@ PeerState GpuCoordinator::Peers(int64_t now_ns, uint64_t window_ns, int floor,
     if (slot.held.load(std::memory_order_relaxed) != 0) state.any_held = true;
     const int active = slot.active_priority.load(std::memory_order_seq_cst);
     if (ValidPriority(active) && active > state.highest_active) state.highest_active = active;
+    // The clocks are read only for a stamp that could raise what is already known.
     const uint64_t whole = slot.last_whole_device.load(std::memory_order_relaxed);
-    const int whole_priority = LevelStampPriority(whole);
-    if (whole != 0 && ValidPriority(whole_priority) && whole_priority > state.whole_device) {
+    if (LevelStampPriority(whole) > state.whole_device) {
       if (shared_now == 0) shared_now = base::SharedCoarseNowNs();
-      // In microseconds: a garbage stamp's difference would overflow in nanoseconds.
-      const int64_t age_us = shared_now / 1000 - LevelStampUnixUs(whole);
-      if (age_us <= static_cast<int64_t>(window_ns / 1000) &&
-          -age_us <= kFutureToleranceNs / 1000) {
-        state.whole_device = whole_priority;
-      }
+      state.whole_device = std::max(
+          state.whole_device, LevelStampWithin(whole, shared_now, window_ns, kFutureToleranceNs));
     }
-    if (busy_window_ns != 0) {
-      const uint64_t drop = slot.last_drop.load(std::memory_order_seq_cst);
-      const int dropped = LevelStampPriority(drop);
-      if (drop != 0 && ValidPriority(dropped) && dropped > state.busy) {
-        if (now_us == 0) now_us = base::SharedNowNs() / 1000;
-        const int64_t since_us = now_us - LevelStampUnixUs(drop);
-        // A stamp from the future (another clock, garbage) counts as nothing.
-        if (since_us >= -kDropFutureToleranceNs / 1000 &&
-            since_us <= static_cast<int64_t>(busy_window_ns / 1000)) {
-          state.busy = dropped;
-        }
-      }
+    const uint64_t drop = busy_window_ns != 0 ? slot.last_drop.load(std::memory_order_seq_cst) : 0;
+    if (LevelStampPriority(drop) > state.busy) {
+      if (precise_now == 0) precise_now = base::SharedNowNs();
+      state.busy = std::max(
+          state.busy, LevelStampWithin(drop, precise_now, busy_window_ns, kDropFutureToleranceNs));
     }
     // The ceiling: from the slot's highest level down to what is already known.
-    const int top = slot.max_seen_priority.load(std::memory_order_relaxed);
+    int top = slot.max_seen_priority.load(std::memory_order_relaxed);
     if (!ValidPriority(top)) continue;
     const int stop = std::max(floor, state.ceiling);
     if (top > stop && shared_now == 0) shared_now = base::SharedCoarseNowNs();
-    state.ceiling =
-        std::max(state.ceiling, LastSubmitWithin(slot, top, stop, shared_now, window_ns));
+    for (int p = top; p > stop; --p) {
+      const int64_t t =
+          slot.level_last_submit_unix_ns[p - kLowestPriority].load(std::memory_order_relaxed);
+      // Ahead of this clock by up to a tick or two of the coarse clocks is normal; further ahead
+      // is garbage (or a clock stepped back), which must not keep a ceiling up.
+      if (t != 0 && shared_now - t <= static_cast<int64_t>(window_ns) &&
+          t - shared_now <= kFutureToleranceNs) {
+        state.ceiling = p;
+        break;
+      }
+    }
   }
   state.busy = std::max(state.busy, state.highest_active);
   return state;

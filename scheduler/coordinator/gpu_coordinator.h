@@ -130,10 +130,6 @@ class GpuCoordinator {
   // dispatcher, and Attach), one pass also frees the slots whose lock no process holds
   // (exited, killed, exec'd, or never anyone's).
   void RefreshPeers(bool reclaim_dead = false) const;
-  // The highest level of `slot`, from `top` down to above `stop`, that submitted within
-  // `window_ns` of `shared_now` (kNoPriority: none).
-  static int LastSubmitWithin(const ProcessSlot& slot, int top, int stop, int64_t shared_now,
-                              uint64_t window_ns);
   // Stops coordinating (the slot is no longer this process's to write), with one message.
   void Abandon(const char* why);
   // Whether slot i's heartbeat changed within kStaleHeartbeatNs before `now_ns`, as this process

@@ -113,6 +113,19 @@ inline constexpr int LevelStampPriority(uint64_t word) {
 // Below 2^56 whatever the word holds, so differences of two never overflow.
 inline constexpr int64_t LevelStampUnixUs(uint64_t word) { return static_cast<int64_t>(word >> 8); }
 
+// The level of a stamp made at most `window_ns` before `now_ns` and at most `future_ns` after it
+// (a stamp further ahead is garbage, or another clock's), else kNoPriority; also for 0 and a key
+// that is no level. In microseconds, so a garbage word cannot overflow the difference.
+inline int LevelStampWithin(uint64_t word, int64_t now_ns, int64_t window_ns, int64_t future_ns) {
+  const int priority = LevelStampPriority(word);
+  const int64_t age_us = now_ns / 1000 - LevelStampUnixUs(word);
+  if (word == 0 || priority < kLowestPriority || priority > kHighestPriority ||
+      age_us > window_ns / 1000 || -age_us > future_ns / 1000) {
+    return kNoPriority;
+  }
+  return priority;
+}
+
 // Stamps `priority` at `now_ns` into `word` (LevelStampWord's format; any clock, as long as the
 // word's readers use the same one), so that the word keeps the highest level noted within the last
 // `keep_ns`: a lower level does not replace a higher one stamped less than `keep_ns` before, and a
@@ -123,13 +136,14 @@ inline void NoteLevelStamp(std::atomic<uint64_t>& word, int priority, int64_t no
   const uint64_t stamp = LevelStampWord(now_ns, priority);
   uint64_t seen = word.load(std::memory_order_relaxed);
   while (true) {
+    // How long the stamp there stands against this one: a higher level's for keep_ns, the same
+    // level's for refresh_ns, a lower level's not at all.
     const int seen_priority = LevelStampPriority(seen);
-    // In microseconds: a garbage word's difference would overflow in nanoseconds.
-    const int64_t age_us = now_ns / 1000 - LevelStampUnixUs(seen);
-    const bool valid = seen != 0 && seen_priority >= kLowestPriority &&
-                       seen_priority <= kHighestPriority && age_us >= 0;
-    if (valid && ((seen_priority > priority && age_us <= keep_ns / 1000) ||
-                  (seen_priority == priority && age_us <= refresh_ns / 1000))) {
+    const int64_t stands_ns = seen_priority > priority    ? keep_ns
+                              : seen_priority == priority ? refresh_ns
+                                                          : -1;
+    if (stands_ns >= 0 &&
+        LevelStampWithin(seen, now_ns, stands_ns, /*future_ns=*/0) != kNoPriority) {
       return;
     }
     if (word.compare_exchange_weak(seen, stamp, std::memory_order_seq_cst,

@@ -37,6 +37,8 @@ namespace {
 constexpr uint8_t kUuid[16] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 constexpr uint64_t kWindow = 500'000'000;
 constexpr int kFloor = 0;
+// A busy window (request gap) no test outlasts.
+constexpr uint64_t kHour = 3600'000'000'000;
 
 // A private GPUPRIO_SHM_DIR per test case (under the test's temporary directory), removed with
 // everything in it afterwards: nothing is left in /dev/shm or /tmp.
@@ -198,7 +200,6 @@ TEST_CASE("A level that dropped less than the busy window ago still counts as bu
   TestSegment t;
   auto high = t.Attach(1);
   auto low = t.Attach(-1);
-  constexpr uint64_t kHour = 3600'000'000'000;
   const int64_t now = base::SteadyNowNs();
   CHECK(low->Peers(now, kWindow, kFloor, kHour).busy == kNoPriority);  // never active
   high->NoteSubmit(2, now);
@@ -264,7 +265,6 @@ TEST_CASE("A lower level's drop does not hide a higher one's within the request 
   TestSegment t;
   auto high = t.Attach(1);
   auto low = t.Attach(-1);
-  constexpr uint64_t kHour = 3600'000'000'000;
   const int64_t now = base::SteadyNowNs();
   high->NoteSubmit(3, now);
   CHECK(high->SetActive(2, kHour) == 3);            // level 3's work ended: 3 stamped
@@ -698,7 +698,7 @@ TEST_CASE("Garbage in the slots is ignored, never trusted", "[coordinator]") {
     const PeerState seen = c->Peers(now, kWindow, kFloor);
     CHECK((seen.highest_active == kNoPriority ||
            (seen.highest_active >= kLowestPriority && seen.highest_active <= kHighestPriority)));
-    const PeerState with_gap = c->Peers(now, kWindow, kFloor, 3600'000'000'000);
+    const PeerState with_gap = c->Peers(now, kWindow, kFloor, kHour);
     for (const int level : {with_gap.busy, with_gap.whole_device}) {
       CHECK((level == kNoPriority || (level >= kLowestPriority && level <= kHighestPriority)));
     }

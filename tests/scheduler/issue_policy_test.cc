@@ -471,8 +471,9 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
       d.peers = {};
       CHECK(WantsConfinement(low, d, o));
       d.local_whole_device = 1;  // the level above launched a graph within the window
-      CHECK_FALSE(WantsConfinement(low, d, o));
-      CHECK(WholeDeviceLevelAbove(low, d, o) == 1);  // what the dispatcher says once
+      int held_below = kNoPriority;
+      CHECK_FALSE(WantsConfinement(low, d, o, &held_below));
+      CHECK(held_below == 1);     // what the dispatcher says once
       d.local_whole_device = -1;  // the op's own level: it still confines its work below 1
       CHECK(WantsConfinement(low, d, o));
       d.coordinated = true;
@@ -480,19 +481,21 @@ TEST_CASE("WantsConfinement: each isolation mode", "[scheduler][policy]") {
       queries.shares_sms = false;  // under MPS
       CHECK(WantsConfinement(low, d, o));
       queries.shares_sms = true;
-      CHECK_FALSE(WantsConfinement(low, d, o));
-      CHECK(WholeDeviceLevelAbove(low, d, o) == 2);
-      CHECK(WantsConfinementBelowActiveLevels(low, d, o));  // what the dispatcher says once
+      held_below = kNoPriority;
+      CHECK_FALSE(WantsConfinement(low, d, o, &held_below));
+      CHECK(held_below == 2);  // would be confined but for it: the dispatcher says so once
       d.coordinated = false;  // read only where other processes take part
       CHECK(WantsConfinement(low, d, o));
       queries.shares_sms = false;
     }
     o.isolation = Isolation::kForce;  // the debug switch confines everything regardless
     d.local_whole_device = 1;
-    CHECK(WantsConfinement(low, d, o));
-    CHECK(WholeDeviceLevelAbove(low, d, o) == kNoPriority);
+    int held_below = kNoPriority;
+    CHECK(WantsConfinement(low, d, o, &held_below));
+    CHECK(held_below == kNoPriority);
     o.isolation = Isolation::kOff;  // nothing is confined, so nothing is said of graphs
-    CHECK(WholeDeviceLevelAbove(low, d, o) == kNoPriority);
+    CHECK_FALSE(WantsConfinement(low, d, o, &held_below));
+    CHECK(held_below == kNoPriority);
   }
 }
 
