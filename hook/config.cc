@@ -35,6 +35,7 @@ static_assert(ChoicesMatchTable(env_var::GPUPRIO_PRIORITY, kPriorityNames));
 static_assert(ChoicesMatchTable(env_var::GPUPRIO_DIRECT_ISSUE, kOnOffChoices));
 static_assert(ChoicesMatchTable(env_var::GPUPRIO_ISOLATION, kIsolationChoices));
 static_assert(ChoicesMatchTable(env_var::GPUPRIO_COORDINATE, kOnOffChoices));
+static_assert(ChoicesMatchTable(env_var::GPUPRIO_MPS_CLIENT_PRIORITY, kMpsClientPriorityChoices));
 static_assert(env_var::GPUPRIO_PRIORITY.kind == EnvVarKind::kPriority);
 // A priority the table accepts fits the int the scheduler keeps it in.
 static_assert(env_var::GPUPRIO_PRIORITY.min >= INT_MIN && env_var::GPUPRIO_PRIORITY.max <= INT_MAX);
@@ -151,6 +152,9 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
                &config.host_yield_ns);
   ReadDuration(env, env_var::GPUPRIO_EXIT_TIMEOUT_MS, "an integer number of milliseconds",
                1'000'000, &config.exit_timeout_ns);
+  env.ReadChoice(env_var::GPUPRIO_MPS_CLIENT_PRIORITY, kMpsClientPriorityChoices,
+                 UsingTheDefault(env_var::GPUPRIO_MPS_CLIENT_PRIORITY),
+                 &config.mps_client_priority);
   env.ReadChoice(env_var::GPUPRIO_COORDINATE, kOnOffChoices,
                  UsingTheDefault(env_var::GPUPRIO_COORDINATE), &config.coordinate);
   if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_DOMAIN")) {

@@ -61,6 +61,9 @@ inline constexpr int64_t kDefaultHostYieldUs = IntegerDefault(env_var::GPUPRIO_H
 inline constexpr int64_t kDefaultExitTimeoutMs = IntegerDefault(env_var::GPUPRIO_EXIT_TIMEOUT_MS);
 inline constexpr bool kDefaultCoordinate =
     ChoiceDefault(env_var::GPUPRIO_COORDINATE, kOnOffChoices);
+inline constexpr EnvChoice<bool> kMpsClientPriorityChoices[] = {{"auto", true}, {"off", false}};
+inline constexpr bool kDefaultMpsClientPriority =
+    ChoiceDefault(env_var::GPUPRIO_MPS_CLIENT_PRIORITY, kMpsClientPriorityChoices);
 
 // Each setting's range, accepted words and meaning: its entry in scheduler/base/env_vars.def.
 struct Config {
@@ -80,6 +83,9 @@ struct Config {
   // GPUPRIO_EXIT_TIMEOUT_MS: at exit, how long the GPU may complete nothing before queued work is
   // abandoned.
   uint64_t exit_timeout_ns = kDefaultExitTimeoutMs * 1'000'000;
+  // GPUPRIO_MPS_CLIENT_PRIORITY: whether a below-normal process asks MPS for a below-normal client
+  // priority (hook/mps_client_priority.h).
+  bool mps_client_priority = kDefaultMpsClientPriority;
   // Across processes (docs/coordinator.md). GPUPRIO_COORDINATE. GPUPRIO_DOMAIN: the group of
   // processes that coordinate. GPUPRIO_SHARE_GROUP: a group whose members' processes coordinate
   // (segment mode 0660), instead of this user's only (0600); this user must be a member.
@@ -106,10 +112,10 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 // Reads GPUPRIO_MODE, GPUPRIO_LOG, GPUPRIO_PRIORITY, GPUPRIO_BUDGET_US, GPUPRIO_PEER_BUDGET_US,
 // GPUPRIO_DIRECT_ISSUE, GPUPRIO_ISOLATION, GPUPRIO_RESERVED_SMS, GPUPRIO_MAX_QUEUED,
 // GPUPRIO_REQUEST_GAP_US, GPUPRIO_MAX_HOLD_MS, GPUPRIO_HOST_YIELD_US, GPUPRIO_EXIT_TIMEOUT_MS,
-// GPUPRIO_COORDINATE, GPUPRIO_DOMAIN, GPUPRIO_SHM_DIR and GPUPRIO_SHARE_GROUP through `getenv` by
-// env_reader.h's rule, each as its env_vars.def entry says. A bad GPUPRIO_MODE gives passthrough; a
-// bad domain, group or directory turns coordination off; any other bad value gives that variable's
-// default.
+// GPUPRIO_MPS_CLIENT_PRIORITY, GPUPRIO_COORDINATE, GPUPRIO_DOMAIN, GPUPRIO_SHM_DIR and
+// GPUPRIO_SHARE_GROUP through `getenv` by env_reader.h's rule, each as its env_vars.def entry says.
+// A bad GPUPRIO_MODE gives passthrough; a bad domain, group or directory turns coordination off;
+// any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
 // GPUPRIO_LOG as ParseConfig reads it, a bad value taken as the default and not reported: for a

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cupti_tracer/trace_path_pattern.h"
 #include "hook/config.h"
+#include "hook/mps_client_priority.h"
 #include "hook/thread_state.h"
 #include "scheduler/base/abseil_fork_safety.h"
 #include "scheduler/base/env_reader.h"
@@ -68,6 +69,7 @@ void RunStart() {
   // A setting not honoured is reported at the level of a bad value, whatever GPUPRIO_LOG says.
   for (const std::string& warning : ProcessEnvironmentWarnings()) Log(LogLevel::kError, warning);
   ReadAnnounce();
+  ApplyMpsClientPriority(GetConfig());  // before any call reaches the real driver
 }
 
 // The line saying how gpuprio runs in this process: at GPUPRIO_LOG=info, or whatever the level

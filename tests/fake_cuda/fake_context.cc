@@ -120,6 +120,11 @@ CUresult cuInit(unsigned int flags) {
     fakecuda::EnsureForkHandlers();
     fakecuda::FinishWorkAtExit();
     absl::MutexLock lock(&Mu());
+    if (!S().initialized) {
+      const char* mps_priority = std::getenv("CUDA_MPS_CLIENT_PRIORITY");
+      S().mps_client_priority_set_at_init = mps_priority != nullptr;
+      S().mps_client_priority_at_init = mps_priority != nullptr ? mps_priority : "";
+    }
     S().initialized = true;
     return CUDA_SUCCESS;
   });

@@ -2,6 +2,10 @@
 // getters live in call_log.cc.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "absl/synchronization/mutex.h"
 #include "tests/fake_cuda/call_log.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
@@ -46,6 +50,18 @@ void fakecuda_set_device_paused(int device, int paused) {
 void fakecuda_set_green_contexts(int enabled) {
   absl::MutexLock lock(&Mu());
   S().green_contexts = enabled != 0;
+}
+
+int fakecuda_mps_client_priority_at_init(char* out, uint64_t capacity) {
+  absl::MutexLock lock(&Mu());
+  if (!S().initialized || !S().mps_client_priority_set_at_init) return 0;
+  if (out != nullptr && capacity > 0) {
+    const std::string& value = S().mps_client_priority_at_init;
+    const size_t n = std::min<size_t>(value.size(), capacity - 1);
+    std::memcpy(out, value.data(), n);
+    out[n] = '\0';
+  }
+  return 1;
 }
 
 void fakecuda_wait_idle(void) {

@@ -124,6 +124,11 @@ uint64_t fakecuda_count_calls(const char* api_name);
 uint64_t fakecuda_exec_count(void);
 int fakecuda_get_exec(uint64_t index, fakecuda_exec_record* out);
 
+// CUDA_MPS_CLIENT_PRIORITY as the process's first successful cuInit found it: copied into `out`
+// (NUL-terminated, truncated to `capacity`); returns 1, or 0 when it was unset or cuInit has not
+// run.
+int fakecuda_mps_client_priority_at_init(char* out, uint64_t capacity);
+
 // dlsym(dlopen("libcuda.so.1", RTLD_NOLOAD), name) called from inside the fake driver.
 void* fakecuda_self_dlsym(const char* name);
 

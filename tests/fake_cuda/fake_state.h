@@ -150,6 +150,10 @@ struct Device {
 
 struct State {
   bool initialized = false;
+  // CUDA_MPS_CLIENT_PRIORITY as the first successful cuInit found it, as the real driver reads it
+  // when it connects to an MPS server (fakecuda_mps_client_priority_at_init).
+  bool mps_client_priority_set_at_init = false;
+  std::string mps_client_priority_at_init;
   bool green_contexts = true;  // fakecuda_set_green_contexts
   int device_count = 1;
   // The physical card behind each device ordinal: FAKECUDA_VISIBLE_DEVICES (a comma-separated

@@ -93,4 +93,44 @@ TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one
         "one is GPUPRIO_PRIORITY)");
 }
 
+TEST_CASE("A low process reaches the driver as a below-normal MPS client; others as they were",
+          "[hook][config][mps]") {
+  const auto at_init = [](const std::string& mode, Env extra) {
+    const ProbeResult r = Probe(mode, std::move(extra));
+    INFO(r.stderr_text);
+    CHECK(r.values.at("scheduled_call") == "ok");
+    return r;
+  };
+  CHECK(
+      at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}}).values.at("mps_client_priority_at_init") ==
+      "1");
+  CHECK(
+      at_init("schedule", {{"GPUPRIO_PRIORITY", "-7"}}).values.at("mps_client_priority_at_init") ==
+      "1");
+  for (const char* priority : {"normal", "high"}) {
+    const ProbeResult r = at_init("schedule", {{"GPUPRIO_PRIORITY", priority}});
+    CHECK(r.values.at("mps_client_priority_at_init") == "unset");
+    CHECK(r.gpuprio_lines.empty());
+  }
+  // The user's value wins; off and passthrough change nothing.
+  CHECK(at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"CUDA_MPS_CLIENT_PRIORITY", "0"}})
+            .values.at("mps_client_priority_at_init") == "0");
+  CHECK(at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"GPUPRIO_MPS_CLIENT_PRIORITY", "off"}})
+            .values.at("mps_client_priority_at_init") == "unset");
+  CHECK(at_init("passthrough", {{"GPUPRIO_PRIORITY", "low"}})
+            .values.at("mps_client_priority_at_init") == "unset");
+}
+
+TEST_CASE("A high process that inherited a below-normal MPS priority is told once",
+          "[hook][config][mps]") {
+  const ProbeResult r =
+      Probe("schedule", {{"GPUPRIO_PRIORITY", "high"}, {"CUDA_MPS_CLIENT_PRIORITY", "1"}});
+  INFO(r.stderr_text);
+  CHECK(r.values.at("mps_client_priority_at_init") == "1");
+  REQUIRE(r.gpuprio_lines.size() == 1);
+  CHECK(absl::StartsWith(r.gpuprio_lines[0],
+                         "gpuprio: warning: CUDA_MPS_CLIENT_PRIORITY=1 (a below-normal MPS client) "
+                         "in a process of priority 1"));
+}
+
 }  // namespace

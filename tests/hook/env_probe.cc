@@ -8,7 +8,8 @@
 // "schedule", one async memset goes through gpuprio's cuMemsetD8Async, which creates the scheduler
 // and with it the tracer (GPUPRIO_TRACE, GPUPRIO_CUPTI_LIBRARY).
 // Prints key=value lines: at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio),
-// default_priority, scheduled_call, done=yes. Exits non-zero on any failure.
+// default_priority, scheduled_call, mps_client_priority_at_init (CUDA_MPS_CLIENT_PRIORITY as the
+// fake driver's cuInit found it: "unset" or its value), done=yes. Exits non-zero on any failure.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/auxv.h>
@@ -70,6 +71,11 @@ void ScheduledCall() {
         "cuMemsetD8Async");
   Check(Symbol<CUresult (*)(CUstream)>("cuStreamSynchronize")(stream), "cuStreamSynchronize");
   std::printf("scheduled_call=ok\n");
+  // What the driver found at its cuInit, which the probe's first lookup (through gpuprio) reached.
+  char mps_priority[64] = "";
+  const int set = Symbol<int (*)(char*, uint64_t)>("fakecuda_mps_client_priority_at_init")(
+      mps_priority, sizeof mps_priority);
+  std::printf("mps_client_priority_at_init=%s\n", set != 0 ? mps_priority : "unset");
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+// Which processes ask MPS for a below-normal client priority, and when the user's value wins
+// (hook/mps_client_priority.h). End to end, with the driver's view: env_handling_test.
+#include "hook/mps_client_priority.h"
+
+#include <optional>
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "hook/config.h"
+
+namespace gpuprio::hook {
+namespace {
+
+Config WithPriority(int priority) {
+  Config config;
+  config.mode = Mode::kSchedule;
+  config.default_priority = priority;
+  return config;
+}
+
+TEST_CASE("A below-normal process asks for a below-normal MPS client", "[hook][mps]") {
+  for (const int priority : {-1, -5, -100}) {
+    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), std::nullopt);
+    REQUIRE(d.set_value.has_value());
+    CHECK(*d.set_value == "1");
+    CHECK_FALSE(d.warning.has_value());
+  }
+  // Set but blank counts as unset, as the driver would find nothing in it.
+  CHECK(DecideMpsClientPriority(WithPriority(-1), " ").set_value == "1");
+}
+
+TEST_CASE("Normal and more important processes keep MPS's default", "[hook][mps]") {
+  for (const int priority : {0, 1, 100}) {
+    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), std::nullopt);
+    CHECK_FALSE(d.set_value.has_value());
+    CHECK_FALSE(d.warning.has_value());
+  }
+}
+
+TEST_CASE("A value already set is never replaced", "[hook][mps]") {
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "0").set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1").set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0").set_value.has_value());
+}
+
+TEST_CASE("A high process about to run as a below-normal client is told why", "[hook][mps]") {
+  const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(1), " 1 ");
+  CHECK_FALSE(d.set_value.has_value());
+  REQUIRE(d.warning.has_value());
+  CHECK(*d.warning ==
+        "CUDA_MPS_CLIENT_PRIORITY=1 (a below-normal MPS client) in a process of priority 1: under "
+        "MPS its kernels yield SMs to other clients' work; unset it for this process (it is "
+        "inherited from the parent's environment)");
+  // At normal the user may mean it (a normal job that yields to others): no warning.
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(0), "1").warning.has_value());
+}
+
+TEST_CASE("Off, passthrough and off modes leave the variable alone", "[hook][mps]") {
+  Config off = WithPriority(-1);
+  off.mps_client_priority = false;
+  CHECK_FALSE(DecideMpsClientPriority(off, std::nullopt).set_value.has_value());
+  off.default_priority = 1;
+  CHECK_FALSE(DecideMpsClientPriority(off, "1").warning.has_value());
+  for (const Mode mode : {Mode::kPassthrough, Mode::kOff}) {
+    Config config = WithPriority(-1);
+    config.mode = mode;
+    CHECK_FALSE(DecideMpsClientPriority(config, std::nullopt).set_value.has_value());
+  }
+}
+
+TEST_CASE("GPUPRIO_MPS_CLIENT_PRIORITY is read as the table says", "[hook][mps][config]") {
+  CHECK(kDefaultMpsClientPriority);
+  const auto parse = [](const char* value) {
+    return ParseConfig([value](const char* name) -> const char* {
+      return std::string(name) == "GPUPRIO_MPS_CLIENT_PRIORITY" ? value : nullptr;
+    });
+  };
+  CHECK_FALSE(parse("off").config.mps_client_priority);
+  CHECK(parse("AUTO").config.mps_client_priority);
+  const auto bad = parse("below");
+  CHECK(bad.config.mps_client_priority);
+  REQUIRE(bad.problems.size() == 1);
+  CHECK(bad.problems[0].find("GPUPRIO_MPS_CLIENT_PRIORITY") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuprio::hook
