@@ -43,7 +43,7 @@ Dispatcher::Dispatcher(int device, const DriverFunctions& driver, const Schedule
                    : std::make_unique<CompletionWatcher>(
                          driver.ctx_set_current, driver.event_synchronize,
                          driver.on_dispatcher_thread_start, &Dispatcher::WakeFromWatcher, this)),
-      accounting_(device, options, levels, observer),
+      accounting_(device, options, levels, &levels_here_, observer),
       estimates_(options.default_estimate_ns),
       tracker_(driver, &estimates_, &record_mu_, &Dispatcher::OnRetired, this),
       issuer_(device, driver, options, levels, observer, coordinator_.get(), directory, &queued_,
@@ -96,6 +96,7 @@ void Dispatcher::Submit(Op* op) {
   op->stream_index = submitted;
   levels_->At(op->priority).ops_submitted.fetch_add(1, std::memory_order_relaxed);
   levels_->NoteSubmit(op->priority, op->submit_ns);
+  levels_here_.NoteWork(op->priority, op->submit_ns);
   // Other processes see the level active before the op can be issued (the dispatcher withdraws
   // it only once the op is counted, issued and complete).
   if (coordinator_ != nullptr) coordinator_->NoteSubmit(op->priority, op->submit_ns);
@@ -116,6 +117,8 @@ void Dispatcher::Submit(Op* op) {
 void Dispatcher::Wake() { parking_.Wake(); }
 
 void Dispatcher::NoteDirect(StreamState* stream, int priority, int64_t now_ns) {
+  // Lower levels here are on their budget from now, before the dispatcher adopts the work.
+  levels_here_.NoteWork(priority, now_ns);
   const bool listed = direct_.List(stream, priority);
   if (coordinator_ == nullptr) return;
   coordinator_->CountDirect(priority);

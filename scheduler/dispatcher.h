@@ -72,6 +72,9 @@ class Dispatcher : private DispatcherWaits::Host {
 
   int device() const { return device_; }
   coordinator::GpuCoordinator* coordinator() const { return coordinator_.get(); }
+  // The levels as this device sees them (the ceiling here): stamped by Submit and NoteDirect and
+  // by the dispatcher's accounting, read by the fast path. Lock-free.
+  const DeviceLevels& levels_here() const { return levels_here_; }
 
   // What the dispatcher thread cost the process (the exit summary): CPU time over its runs that
   // have ended (a run ends at Stop: exit, a capture), how often it went to sleep (waited on its
@@ -280,6 +283,7 @@ class Dispatcher : private DispatcherWaits::Host {
   // under record_mu_.
   IsolationPlacement placement_;
   WholeDeviceWork whole_device_;
+  DeviceLevels levels_here_;
   std::thread thread_;
   // With a coordinator and the driver's cuEventSynchronize. Declared after what its wake-up
   // uses, so it is gone before they are.

@@ -7,11 +7,12 @@
 //      flight, here or in another process on the GPU, or ended less than request_gap_ns ago with
 //      nothing of its level queued (a gap inside one of its requests) -- for at most max_hold_ns
 //      after the op was first held; then the budget alone decides (Admit).
-//   2. Work below the ceiling (the highest level that submitted work within the window, at least
-//      the unbudgeted level, here or in a peer) keeps its in-flight estimated GPU time within the
-//      budget (the peer budget, if smaller, below a peer's ceiling). One op is always admitted
-//      when nothing of its level or below is in flight. While nothing more important is about,
-//      the op each stream runs now does not count (idle_budget_excludes_running).
+//   2. Work below the ceiling (the highest level that submitted work within the window and had
+//      work on this device within it, or a peer's level on the GPU; at least the unbudgeted level)
+//      keeps its in-flight estimated GPU time within the budget (the peer budget, if smaller, below
+//      a peer's ceiling). One op is always admitted when nothing of its level or below is in
+//      flight. While nothing more important is about, the op each stream runs now does not count
+//      (idle_budget_excludes_running).
 //   3. The long-op rule: an op longer than its budget also waits until more important work has
 //      been idle for long_op_idle_ns (at most long_op_max_hold_ns after it was first held),
 //      unless more important work is queued behind it on its own stream.
@@ -41,7 +42,7 @@ inline constexpr int kNoPriority = coordinator::kNoPriority;
 
 struct AdmissionSnapshot {
   int highest_pending_or_in_flight;     // over all other ops of the device
-  int ceiling;                          // highest priority that submitted work recently
+  int ceiling;                          // highest priority that submitted work here recently
   uint64_t below_ceiling_in_flight_ns;  // estimated GPU time in flight below the
                                         // ceiling
   uint64_t budget_ns;
@@ -120,9 +121,10 @@ class DeviceQueries {
 
 struct DeviceSnapshot {
   int64_t now_ns = 0;
-  // This process's ceiling (floor: the unbudgeted level), and the highest level
-  // above the op's that submitted work within the window (the op's own priority
-  // if none).
+  // Rule 2 looks at this device only: a level busy on another GPU puts no work here on a budget.
+  // This process's ceiling on this device (floor: the unbudgeted level), and the highest level
+  // above the op's that submitted work within the window and had work on this device within it
+  // (the op's own priority if none), both by LevelAccounting::Ceiling.
   int local_ceiling = kNoPriority;
   int local_above_op = kNoPriority;
   // Rule 4 looks at this device only: a level busy on another GPU leaves this one's SMs alone.
@@ -212,8 +214,8 @@ Decision Decide(const OpView& op, const DeviceSnapshot& d, bool confine, const S
 //   bool NothingMoreImportantQueued() const;  // dispatcher idle, or only less important work
 //                                             // queued that CUDA does not order this op after
 //   bool AwayWorkOrders() const;    // work CUDA orders this op after is on a twin
-//   int MaxSeen() const;            // the highest level that ever submitted here
-//   int LocalCeiling() const;       // asked only below MaxSeen (reads the clock)
+//   int MaxSeen() const;            // the highest level that ever had work on this device
+//   int LocalCeiling() const;       // this device's, asked only below MaxSeen (reads the clock)
 //   bool PeersAllowDirect() const;  // no peer level above it, active or within the window
 template <typename ClientView>
 bool DirectIssueAllowed(const ClientView& v, const SchedulerOptions& o) {
@@ -231,8 +233,9 @@ bool DirectIssueAllowed(const ClientView& v, const SchedulerOptions& o) {
     if (o.isolation == Isolation::kForce) return false;
     if (o.isolation == Isolation::kAlways && p < v.MaxSeen()) return false;
   }
-  // Rule 2: below the ceiling it is budgeted. Nothing above it ever seen: no
-  // clock read.
+  // Rule 2: below this device's ceiling it is budgeted. Nothing above it ever seen here: no
+  // clock read. The dispatcher's ceiling also counts a level with work queued here; the test
+  // above already refused an op below one.
   if (p < v.MaxSeen() && p < v.LocalCeiling()) return false;
   // Rules 1 and 2 across processes.
   return v.PeersAllowDirect();

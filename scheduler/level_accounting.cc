@@ -14,10 +14,12 @@ void LevelAccounting::AdjustPending(int priority, int delta, int64_t delta_ns) {
   if (counts == nullptr) counts = &counts_.emplace_back(LevelLoad{priority, 0, 0, 0, 0});
   counts->pending += delta;
   counts->pending_ns += delta_ns;
-  counts->last_busy_ns = SteadyNowNs();
+  const int64_t now = SteadyNowNs();
+  counts->last_busy_ns = now;
+  here_->NoteWork(priority, now);
   if (observer_ != nullptr) {
     observer_->OnQueueState(device_, priority, counts->pending,
-                            BelowCeilingInFlightNs(Ceiling(SteadyNowNs())));
+                            BelowCeilingInFlightNs(Ceiling(now)));
   }
 }
 
@@ -27,6 +29,7 @@ void LevelAccounting::AdjustInFlight(int priority, int64_t delta_ops, int64_t de
   level.in_flight_estimated_ns.fetch_add(static_cast<uint64_t>(delta_ns),
                                          std::memory_order_relaxed);
   const int64_t now = SteadyNowNs();
+  here_->NoteWork(priority, now);
   for (LevelLoad& c : counts_) {
     if (c.priority == priority) {
       c.in_flight_ops += delta_ops;
@@ -38,8 +41,17 @@ void LevelAccounting::AdjustInFlight(int priority, int64_t delta_ops, int64_t de
   counts_.push_back({priority, 0, delta_ops, delta_ns, 0, now});
 }
 
-int LevelAccounting::Ceiling(int64_t now_ns) const {
-  return levels_->Ceiling(unbudgeted_priority_, now_ns, ceiling_window_ns_);
+int LevelAccounting::Ceiling(int64_t now_ns, int floor) const {
+  int ceiling = here_->Ceiling(*levels_, floor, now_ns, ceiling_window_ns_);
+  // Work queued here counts however long ago it last moved. The fast path, which cannot see
+  // these counts, needs no such term: it never issues past more important queued work.
+  for (const LevelLoad& c : counts_) {
+    if (c.priority > ceiling && c.pending > 0 &&
+        levels_->SubmittedWithin(c.priority, now_ns, ceiling_window_ns_)) {
+      ceiling = c.priority;
+    }
+  }
+  return ceiling;
 }
 
 uint64_t LevelAccounting::BelowCeilingInFlightNs(int ceiling) const {

@@ -19,14 +19,16 @@ namespace gpuprio::scheduler {
 // Dispatcher thread only.
 class LevelAccounting {
  public:
-  // `levels` and `observer` (may be null) must outlive this. With an observer that wants
-  // timings, every change of a level's queue is reported to it (OnQueueState).
+  // `levels`, `here` (the device's levels, which this keeps stamped with its work) and
+  // `observer` (may be null) must outlive this. With an observer that wants timings, every change
+  // of a level's queue is reported to it (OnQueueState).
   LevelAccounting(int device, const SchedulerOptions& options, PriorityLevels* levels,
-                  OpObserver* observer)
+                  DeviceLevels* here, OpObserver* observer)
       : device_(device),
         unbudgeted_priority_(options.unbudgeted_priority),
         ceiling_window_ns_(options.ceiling_window_ns),
         levels_(levels),
+        here_(here),
         observer_(observer != nullptr && observer->WantsTimings() ? observer : nullptr) {}
   LevelAccounting(const LevelAccounting&) = delete;
   LevelAccounting& operator=(const LevelAccounting&) = delete;
@@ -40,9 +42,12 @@ class LevelAccounting {
   // The same for the work in flight; the level's shared counters follow.
   void AdjustInFlight(int priority, int64_t delta_ops, int64_t delta_ns);
 
-  // The highest level that submitted work within options.ceiling_window_ns, at least the
-  // unbudgeted level: levels below it are on the in-flight budget.
-  int Ceiling(int64_t now_ns) const;
+  // This device's ceiling: the highest level that submitted work within
+  // options.ceiling_window_ns and had work here within it (DeviceLevels::Ceiling) or has work
+  // queued here now, at least `floor` (by default the unbudgeted level): levels below it are on
+  // the in-flight budget.
+  int Ceiling(int64_t now_ns) const { return Ceiling(now_ns, unbudgeted_priority_); }
+  int Ceiling(int64_t now_ns, int floor) const;
   // Estimated GPU time in flight below `ceiling` (the budget in use).
   uint64_t BelowCeilingInFlightNs(int ceiling) const;
   // The estimated time of the op each of `tracked` runs now (its oldest in flight, on its twin
@@ -55,6 +60,7 @@ class LevelAccounting {
   const int unbudgeted_priority_;
   const uint64_t ceiling_window_ns_;
   PriorityLevels* const levels_;
+  DeviceLevels* const here_;
   OpObserver* const observer_;  // null unless it wants timings
   std::vector<LevelLoad> counts_;
 };

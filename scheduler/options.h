@@ -35,7 +35,7 @@ struct SchedulerOptions {
   // budgeted; default-priority work runs unbudgeted while nothing more important is active.
   int unbudgeted_priority = 0;
   // A level above that which submitted work within this window puts the levels below it on a
-  // budget too.
+  // budget too, on each GPU where it had work within the window.
   uint64_t ceiling_window_ns = 500'000'000;
   // The fast path (GPUPRIO_DIRECT_ISSUE): a client thread issues its own op when the dispatcher
   // would issue it at once anyway (nothing queued on the device, the op's level at the ceiling).

@@ -43,7 +43,7 @@ DeviceSnapshot PolicyView::Snapshot(const StreamQueue& q, int priority,
   DeviceSnapshot d;
   d.now_ns = now_ns;
   d.local_ceiling = accounting_->Ceiling(now_ns);
-  d.local_above_op = levels_->Ceiling(priority, now_ns, options_.ceiling_window_ns);
+  d.local_above_op = accounting_->Ceiling(now_ns, priority);
   d.local_above_op_here = priority;
   for (const LevelLoad& l : accounting_->levels()) {
     d.local_max_seen_here = std::max(d.local_max_seen_here, l.priority);

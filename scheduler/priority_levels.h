@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 
 #include "scheduler/base/atomic_max.h"
 #include "scheduler/latency_histogram.h"
@@ -78,21 +79,6 @@ class PriorityLevels {
   // The highest priority that ever submitted work (below kMinPriority if none).
   int MaxSeen() const { return max_seen_.load(std::memory_order_relaxed); }
 
-  // The ceiling: the highest level that submitted work within `window_ns` of `now_ns`, and at
-  // least `floor`. Levels below it are on the in-flight budget. Costs one load per level between
-  // the floor and the highest level ever seen (usually none or one).
-  int Ceiling(int floor, int64_t now_ns, uint64_t window_ns) const {
-    for (int p = MaxSeen(); p > floor; --p) {
-      const PriorityLevelStats& level = At(p);
-      if (!level.seen.load(std::memory_order_relaxed)) continue;
-      if (now_ns - level.last_submit_ns.load(std::memory_order_relaxed) <=
-          static_cast<int64_t>(window_ns)) {
-        return p;
-      }
-    }
-    return floor;
-  }
-
   // Whether `priority` submitted work within `window_ns` of `now_ns`.
   bool SubmittedWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
     const PriorityLevelStats& level = At(priority);
@@ -104,6 +90,62 @@ class PriorityLevels {
  private:
   static constexpr int64_t kSubmitTimeGranularityNs = 1'000'000;
   PriorityLevelStats levels_[kPriorityLevels];
+  std::atomic<int> max_seen_{kMinPriority - 1};
+};
+
+// The levels as one device sees them: when each last had work there (submitted to it, queued or
+// in flight), and the highest that ever had. The ceiling is decided per GPU from it, so a level
+// busy on one GPU leaves another's work off the budget. Written by the clients that submit to the
+// device and by its dispatcher, read by both: atomics only, no lock, no allocation.
+class DeviceLevels {
+ public:
+  DeviceLevels() {
+    for (std::atomic<int64_t>& stamp : last_work_ns_) {
+      stamp.store(kNever, std::memory_order_relaxed);
+    }
+  }
+  DeviceLevels(const DeviceLevels&) = delete;
+  DeviceLevels& operator=(const DeviceLevels&) = delete;
+
+  // `priority` had work on this device at `now_ns`. As PriorityLevels::NoteSubmit, the stamp is
+  // written at most once a millisecond, so the threads of one level do not contend for it.
+  void NoteWork(int priority, int64_t now_ns) {
+    std::atomic<int64_t>& stamp = last_work_ns_[ClampPriority(priority) - kMinPriority];
+    if (now_ns - stamp.load(std::memory_order_relaxed) > kWorkTimeGranularityNs) {
+      stamp.store(now_ns, std::memory_order_relaxed);
+    }
+    if (max_seen_.load(std::memory_order_relaxed) < priority) base::AtomicMax(max_seen_, priority);
+  }
+
+  // The highest priority that ever had work here (below kMinPriority if none).
+  int MaxSeen() const { return max_seen_.load(std::memory_order_relaxed); }
+
+  // Whether `priority` had work here within `window_ns` of `now_ns`.
+  bool WorkWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
+    return now_ns - last_work_ns_[ClampPriority(priority) - kMinPriority].load(
+                        std::memory_order_relaxed) <=
+           static_cast<int64_t>(window_ns);
+  }
+
+  // This device's ceiling: the highest level above `floor` that submitted work (anywhere in the
+  // process: `levels`) within `window_ns` of `now_ns` and had work here within it, else `floor`.
+  // Levels below it are on the in-flight budget. Costs a few loads per level between the floor
+  // and the highest level ever seen here (usually none or one).
+  int Ceiling(const PriorityLevels& levels, int floor, int64_t now_ns, uint64_t window_ns) const {
+    for (int p = MaxSeen(); p > floor; --p) {
+      if (WorkWithin(p, now_ns, window_ns) && levels.SubmittedWithin(p, now_ns, window_ns)) {
+        return p;
+      }
+    }
+    return floor;
+  }
+
+ private:
+  static constexpr int64_t kWorkTimeGranularityNs = 1'000'000;
+  // Far enough in the past that no window reaches it, and far enough from the limit that
+  // `now_ns - kNever` does not overflow.
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::min() / 2;
+  std::atomic<int64_t> last_work_ns_[kPriorityLevels];
   std::atomic<int> max_seen_{kMinPriority - 1};
 };
 

@@ -231,10 +231,12 @@ bool Scheduler::MayIssueDirect(const StreamState* stream, int priority, bool may
              (may_pass_queued && scheduler->OnlyLessImportantQueued(stream, op_priority));
     }
     bool AwayWorkOrders() const { return stream->dispatcher->AwayWorkOrders(stream); }
-    int MaxSeen() const { return scheduler->levels_.MaxSeen(); }
+    // The device's levels: a level busy on another GPU puts none of this one's work on a budget.
+    int MaxSeen() const { return stream->dispatcher->levels_here().MaxSeen(); }
     int LocalCeiling() const {
-      return scheduler->levels_.Ceiling(scheduler->options_.unbudgeted_priority, CoarseNowNs(),
-                                        scheduler->options_.ceiling_window_ns);
+      return stream->dispatcher->levels_here().Ceiling(
+          scheduler->levels_, scheduler->options_.unbudgeted_priority, CoarseNowNs(),
+          scheduler->options_.ceiling_window_ns);
     }
     bool PeersAllowDirect() const {
       const coordinator::GpuCoordinator* c = stream->dispatcher->coordinator();

@@ -220,17 +220,27 @@ TEST_CASE("A released stream's queue and events are freed and its state handed b
 
 // Issues `count` low ops on a GPU that completes nothing and returns how many the budget let
 // through (the rest stay held until the bounded stop abandons them).
-// `recent_level`, when set, is a level of this process that submitted work just before.
+// `recent_level`, when set, is a level of this process that ran an op on this GPU just before
+// (seen complete before the GPU stalls).
 int AdmittedWhileNothingCompletes(const SchedulerOptions& options,
                                   std::unique_ptr<gpuprio::coordinator::GpuCoordinator> slot,
                                   int count, std::optional<int> recent_level = std::nullopt) {
-  g_gpu_progresses = false;
+  g_gpu_progresses = true;
   g_issued = 0;
   PriorityLevels levels;
-  if (recent_level.has_value()) levels.NoteSubmit(*recent_level, gpuprio::base::SteadyNowNs());
+  StreamState s, recent;  // before the dispatcher: they outlive it
   Dispatcher d(0, ScriptedDriver(), options, &levels, nullptr, std::move(slot));
-  StreamState s;
   AttachStream(d, s);
+  if (recent_level.has_value()) {
+    AttachStream(d, recent);
+    recent.stream = reinterpret_cast<CUstream>(0x2010);
+    Submit(d, recent, *recent_level, 1);
+    REQUIRE(Eventually([&] {
+      return g_issued.load() == 1 && levels.At(*recent_level).in_flight_ops.load() == 0;
+    }));
+    g_issued = 0;
+  }
+  g_gpu_progresses = false;
   SubmitLow(d, s, count);
   // The stop is the handshake: a bounded stop keeps issuing whatever the budget admits, and
   // abandons the rest only after a round that could issue nothing, and stop_stall_timeout_ns
@@ -434,10 +444,11 @@ TEST_CASE("Work on the budget only for its own level keeps one op behind the one
   SchedulerOptions options = Options();
   options.ceiling_window_ns = kNeverNs;  // the recent level stays recent however slow the test
   CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5) == 2);
-  // A more important level of this process submitted within the window: the op running counts,
-  // so an arrival waits for at most that op. (The rule's other rows -- a level between, the rule
-  // switched off -- are issue_policy_test's, without time: this checks the wiring, the running
-  // op's estimate from the streams in flight and the recent level from the level counters.)
+  // A more important level of this process had work on this GPU within the window: the op
+  // running counts, so an arrival waits for at most that op. (The rule's other rows -- a level
+  // between, the rule switched off -- are issue_policy_test's, without time: this checks the
+  // wiring, the running op's estimate from the streams in flight and the recent level from the
+  // level counters.)
   CHECK(AdmittedWhileNothingCompletes(options, nullptr, 5, /*recent_level=*/1) == 1);
 }
 
@@ -667,6 +678,44 @@ TEST_CASE("Confined work held by its queue bound is polled once a millisecond, n
   CHECK(g_issued.load() == 40);
   CHECK(s.issued.load() == 40);
   CHECK(levels.At(-1).ops_confined.load() == 40);
+}
+
+TEST_CASE("A level busy on one GPU puts work on that GPU only on the budget", "[dispatcher]") {
+  // Level 1 runs an op on device 0. Then, with the GPU completing nothing, default-priority ops go
+  // to both devices. On device 0 they are below level 1 and on the budget, which one unmeasured
+  // op fills: one is issued. Level 1 never had work on device 1: its ceiling is the unbudgeted
+  // level, and all of them are issued there.
+  constexpr int kOps = 5;
+  SchedulerOptions options = Options();
+  options.ceiling_window_ns = kNeverNs;  // level 1 stays recent however slow the test
+  g_gpu_progresses = true;
+  PriorityLevels levels;
+  StreamState high, normal[2];  // before the dispatchers: they outlive them
+  std::unique_ptr<Dispatcher> gpus[2];
+  for (int d = 0; d < 2; ++d) {
+    gpus[d] = std::make_unique<Dispatcher>(d, ScriptedDriver(), options, &levels, nullptr);
+    AttachStream(*gpus[d], normal[d]);
+  }
+  AttachStream(*gpus[0], high);
+  high.stream = reinterpret_cast<CUstream>(0x2010);
+  Submit(*gpus[0], high, 1, 1);
+  REQUIRE(Eventually([&] { return high.issued.load() == 1; }));
+  const int64_t now = gpuprio::base::SteadyNowNs();
+  CHECK(gpus[0]->levels_here().Ceiling(levels, 0, now, options.ceiling_window_ns) == 1);
+  CHECK(gpus[1]->levels_here().Ceiling(levels, 0, now, options.ceiling_window_ns) == 0);
+
+  g_gpu_progresses = false;
+  for (int d = 0; d < 2; ++d) Submit(*gpus[d], normal[d], 0, kOps);
+  CHECK(Eventually([&] { return normal[1].issued.load() == kOps; }));
+  // Device 0 admits its one op once rule 1 no longer holds it for level 1 (if that op's end was
+  // not noticed before the GPU stalled, after max_hold_ns), and no more while nothing completes.
+  CHECK(Eventually([&] { return normal[0].issued.load() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(normal[0].issued.load() == 1);
+
+  g_gpu_progresses = true;
+  for (auto& gpu : gpus) gpu->Stop(/*bounded=*/true);
+  CHECK(normal[0].issued.load() == kOps);
 }
 
 // Two devices of one process, each with a partition, isolation active. Level 1 runs ops on the

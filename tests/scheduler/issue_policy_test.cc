@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "scheduler/priority_levels.h"
 
 namespace gpuprio::scheduler {
 namespace {
@@ -571,6 +572,47 @@ TEST_CASE(
     CHECK_FALSE(DirectIssueAllowed(v, o));
     o.isolation = Isolation::kActive;
     CHECK(DirectIssueAllowed(v, o));
+  }
+}
+
+TEST_CASE("Rule 2 is decided per device, by the dispatcher and the fast path alike",
+          "[scheduler][policy]") {
+  // Level 1 submits and has work on device 0 only (and had some on device 1 longer ago than the
+  // window). Each device's snapshot and client view are read from its own levels, as
+  // PolicyView and the fast path read them: on device 0 default-priority work is budgeted below
+  // level 1, on device 1 it is at the ceiling, and both paths say so.
+  const SchedulerOptions o = Options();
+  PriorityLevels levels;
+  DeviceLevels gpu[2];
+  levels.NoteSubmit(1, kNow - 10 * static_cast<int64_t>(kMs));
+  gpu[0].NoteWork(1, kNow - 10 * static_cast<int64_t>(kMs));
+  gpu[1].NoteWork(1, kNow - 600 * static_cast<int64_t>(kMs));
+  const OpView normal = Op(0, kMs);
+  FixedQueries q;
+  for (int g = 0; g < 2; ++g) {
+    DeviceSnapshot d = Idle(&q);
+    d.local_ceiling = gpu[g].Ceiling(levels, o.unbudgeted_priority, kNow, o.ceiling_window_ns);
+    d.local_above_op = gpu[g].Ceiling(levels, normal.priority, kNow, o.ceiling_window_ns);
+    // Two unmeasured ops of its level in flight: together with this one, beyond the budget.
+    const std::vector<LevelLoad> loads = {InFlight(0, 2, 2 * static_cast<int64_t>(kMs))};
+    d.levels = loads;
+    FixedClientView v;
+    v.max_seen = gpu[g].MaxSeen();
+    v.local_ceiling = gpu[g].Ceiling(levels, o.unbudgeted_priority, kNow, o.ceiling_window_ns);
+    const Decision decision = Decide(normal, d, /*confine=*/false, o);
+    INFO("device " << g);
+    if (g == 0) {
+      CHECK(d.local_ceiling == 1);
+      CHECK(decision.verdict == Verdict::kHold);
+      CHECK(decision.reason == Reason::kBudget);
+      CHECK_FALSE(DirectIssueAllowed(v, o));
+    } else {
+      CHECK(d.local_ceiling == 0);
+      CHECK(decision.verdict == Verdict::kIssue);
+      CHECK(decision.reason == Reason::kUnbudgeted);
+      CHECK(decision.budget_ns == 0);
+      CHECK(DirectIssueAllowed(v, o));
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 
 namespace {
 
+using gpuprio::scheduler::DeviceLevels;
 using gpuprio::scheduler::InFlight;
 using gpuprio::scheduler::LevelAccounting;
 using gpuprio::scheduler::LevelLoad;
@@ -54,7 +55,8 @@ const LevelLoad* Find(const LevelAccounting& a, int priority) {
 
 TEST_CASE("LevelAccounting: per-level work, with the shared counters in step") {
   PriorityLevels levels;
-  LevelAccounting a(0, SchedulerOptions(), &levels, nullptr);
+  DeviceLevels here;
+  LevelAccounting a(0, SchedulerOptions(), &levels, &here, nullptr);
   CHECK(a.levels().empty());
 
   a.AdjustPending(5, +2, 3000);
@@ -73,6 +75,11 @@ TEST_CASE("LevelAccounting: per-level work, with the shared counters in step") {
   CHECK(low->in_flight_ns == 700);
   CHECK(levels.At(-3).in_flight_ops.load() == 1);
   CHECK(levels.At(-3).in_flight_estimated_ns.load() == 700);
+  // The device's levels are stamped with that work.
+  CHECK(here.MaxSeen() == 5);
+  CHECK(here.WorkWithin(5, high->last_busy_ns, 0));
+  CHECK(here.WorkWithin(-3, low->last_busy_ns, 0));
+  CHECK_FALSE(here.WorkWithin(4, high->last_busy_ns, 1'000'000'000));
 
   // The queued ops go in flight, then complete: the level stays listed, empty.
   a.AdjustPending(5, -2, -3000);
@@ -90,14 +97,17 @@ TEST_CASE("LevelAccounting: per-level work, with the shared counters in step") {
 
 TEST_CASE("LevelAccounting: the ceiling and the budget in use below it") {
   PriorityLevels levels;
+  DeviceLevels here;
   SchedulerOptions options;
   options.unbudgeted_priority = 0;
   options.ceiling_window_ns = 1'000'000'000;
-  LevelAccounting a(0, options, &levels, nullptr);
+  LevelAccounting a(0, options, &levels, &here, nullptr);
   const int64_t now = gpuprio::base::SteadyNowNs();
   CHECK(a.Ceiling(now) == 0);  // nothing submitted: the unbudgeted level
   levels.NoteSubmit(7, now);
+  here.NoteWork(7, now);
   CHECK(a.Ceiling(now) == 7);
+  CHECK(a.Ceiling(now, /*floor=*/9) == 9);
   CHECK(a.Ceiling(now + 2'000'000'000) == 0);  // past the window
 
   a.AdjustInFlight(7, +1, 100);
@@ -106,6 +116,37 @@ TEST_CASE("LevelAccounting: the ceiling and the budget in use below it") {
   CHECK(a.BelowCeilingInFlightNs(7) == 500);
   CHECK(a.BelowCeilingInFlightNs(2) == 300);
   CHECK(a.BelowCeilingInFlightNs(-4) == 0);
+}
+
+TEST_CASE("LevelAccounting: the ceiling is each device's own") {
+  // Level 7 submits (its process-wide stamp), but has work on device 0 only: device 1's ceiling
+  // stays the unbudgeted level until level 7 has work there too.
+  PriorityLevels levels;
+  DeviceLevels here[2];
+  SchedulerOptions options;
+  options.unbudgeted_priority = 0;
+  options.ceiling_window_ns = 1'000'000'000;
+  LevelAccounting gpu0(0, options, &levels, &here[0], nullptr);
+  LevelAccounting gpu1(1, options, &levels, &here[1], nullptr);
+  const int64_t now = gpuprio::base::SteadyNowNs();
+  levels.NoteSubmit(7, now);
+  gpu0.AdjustPending(7, +1, 100);
+  CHECK(gpu0.Ceiling(now) == 7);
+  CHECK(gpu1.Ceiling(now) == 0);
+  CHECK(gpu1.Ceiling(now, /*floor=*/-3) == -3);  // the op's own level: nothing above it here
+  // Work of a level that has not submitted within the window raises no ceiling, even here.
+  gpu1.AdjustInFlight(5, +1, 100);
+  CHECK(gpu1.Ceiling(now) == 0);
+  // Once level 7 has work on device 1 too, both devices are budgeted below it.
+  gpu1.AdjustPending(7, +1, 100);
+  CHECK(gpu1.Ceiling(now) == 7);
+  // Queued work counts however long ago it moved, as long as its level submits; work that left
+  // device 0 counts only within the window.
+  const int64_t later = now + 2'000'000'000;
+  levels.NoteSubmit(7, later);
+  CHECK(gpu0.Ceiling(later) == 7);  // still queued
+  gpu1.AdjustPending(7, -1, -100);  // stamped now, long before `later`
+  CHECK(gpu1.Ceiling(later) == 0);
 }
 
 TEST_CASE("LevelAccounting: the running ops below the ceiling are each stream's oldest") {
@@ -128,12 +169,13 @@ TEST_CASE("LevelAccounting: queue changes reach an observer only if it wants tim
   SchedulerOptions options;
   options.unbudgeted_priority = 10;  // everything below is budgeted
   RecordingObserver quiet(/*wants_timings=*/false);
-  LevelAccounting without(3, options, &levels, &quiet);
+  DeviceLevels here;
+  LevelAccounting without(3, options, &levels, &here, &quiet);
   without.AdjustPending(1, +1, 10);
   CHECK(quiet.states.empty());
 
   RecordingObserver observer(/*wants_timings=*/true);
-  LevelAccounting a(3, options, &levels, &observer);
+  LevelAccounting a(3, options, &levels, &here, &observer);
   a.AdjustInFlight(2, +1, 250);
   CHECK(observer.states.empty());  // in-flight changes are not queue changes
   a.AdjustPending(1, +3, 30);

@@ -16,6 +16,7 @@ namespace {
 
 using gpuprio::scheduler::CompletionTracker;
 using gpuprio::scheduler::ContextLinks;
+using gpuprio::scheduler::DeviceLevels;
 using gpuprio::scheduler::DispatcherDirectory;
 using gpuprio::scheduler::DriverFunctions;
 using gpuprio::scheduler::DurationEstimator;
@@ -56,7 +57,7 @@ const int kKernel = 0;  // its address is the kernel's cost key
 
 struct Fixture {
   explicit Fixture(const DriverFunctions& driver = ScriptedDriver())
-      : accounting(0, options, &levels, nullptr),
+      : accounting(0, options, &levels, &here, nullptr),
         tracker(driver, &estimates, &record_mu, &Retired, nullptr),
         placement(0, driver, 16, &record_mu),
         issuer(0, driver, options, &levels, nullptr, nullptr, nullptr, &queued, &estimates,
@@ -89,6 +90,7 @@ struct Fixture {
 
   SchedulerOptions options;
   PriorityLevels levels;
+  DeviceLevels here;
   LevelAccounting accounting;
   DurationEstimator estimates{1'000'000};
   absl::Mutex record_mu;

@@ -13,6 +13,7 @@
 namespace {
 
 using gpuprio::scheduler::CompletionTracker;
+using gpuprio::scheduler::DeviceLevels;
 using gpuprio::scheduler::DeviceSnapshot;
 using gpuprio::scheduler::DurationEstimator;
 using gpuprio::scheduler::InFlight;
@@ -34,7 +35,7 @@ const int kKernel = 0;  // its address is the kernel's cost key
 
 struct Fixture {
   Fixture()
-      : accounting(0, options, &levels, nullptr),
+      : accounting(0, options, &levels, &here, nullptr),
         tracker(ScriptedDriver(), &estimates, &record_mu, &Retired, nullptr),
         placement(0, ScriptedDriver(), 16, &record_mu),
         view(options, &levels, &accounting, &estimates, &tracker, &placement, &whole_device,
@@ -48,6 +49,7 @@ struct Fixture {
   }
   SchedulerOptions options;
   PriorityLevels levels;
+  DeviceLevels here;
   LevelAccounting accounting;
   DurationEstimator estimates{1'000'000};
   absl::Mutex record_mu;
@@ -103,10 +105,11 @@ TEST_CASE("PolicyView: the device as one stream's head sees it") {
   const PolicyView::Queries queries(&t.view, &mine, 2'000);
   const DeviceSnapshot d = t.view.Snapshot(mine, 1, active, 2'000, &queries);
   CHECK(d.now_ns == 2'000);
-  CHECK(d.local_ceiling == 6);
-  CHECK(d.local_above_op == 6);
-  // Level 6 submitted (in this process) but has had no work on this device: rule 4 looks at
-  // levels 1 and -2 only, which have; level 1 is the op's own.
+  // Level 6 submitted (in this process) but has had no work on this device: it raises neither
+  // ceiling here (rule 2), and rule 4 looks at levels 1 and -2 only, which have; level 1 is the
+  // op's own.
+  CHECK(d.local_ceiling == 0);
+  CHECK(d.local_above_op == 1);
   CHECK(d.local_above_op_here == 1);
   CHECK(d.local_max_seen_here == 1);
   CHECK(d.highest_other_head == 6);  // its own head does not count
@@ -135,6 +138,14 @@ TEST_CASE("PolicyView: the device as one stream's head sees it") {
   CHECK(l.highest_other_head == 6);
   CHECK(l.oldest_confined_issue_ns == 0);
   CHECK(l.confined_in_flight_ops == 0);
+
+  // Once level 6 has work here, it is the ceiling on this device for both rules.
+  t.accounting.AdjustPending(6, +1, 1000);
+  const DeviceSnapshot busy = t.view.Snapshot(mine, 1, active, 2'000, &queries);
+  CHECK(busy.local_ceiling == 6);
+  CHECK(busy.local_above_op == 6);
+  CHECK(busy.local_above_op_here == 6);
+  CHECK(busy.local_max_seen_here == 6);
 }
 
 TEST_CASE("PolicyView: a level's whole-device work shows within the window") {

@@ -356,6 +356,61 @@ TEST_CASE("The fast path passes less important work the dispatcher holds, and no
   CHECK(s.MayIssueDirect(server, 1, /*may_pass_queued=*/false));
 }
 
+// Streams whose handle has this bit are on device 1; the others on device 0.
+constexpr uintptr_t kOnDevice1 = 0x100000;
+CUresult StreamDevice(CUstream stream, CUdevice* device) {
+  *device = (reinterpret_cast<uintptr_t>(stream) & kOnDevice1) != 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+TEST_CASE("A level busy on one GPU budgets that GPU's work only, on both paths", "[scheduler]") {
+  ResetGpu();
+  SchedulerOptions options = Options();
+  options.direct_issue = true;
+  options.ceiling_window_ns = 3'600'000'000'000;  // level 1 stays recent however slow the test
+  gpuprio::scheduler::DriverFunctions driver = ScriptedDriver();
+  driver.stream_get_device = &StreamDevice;
+  Scheduler s(options, driver);
+  StreamState* server = Stream(s, 0xc002);
+  StreamState* normal0 = Stream(s, 0xc004);
+  StreamState* normal1 = Stream(s, 0xc006 | kOnDevice1);
+  REQUIRE(normal0->dispatcher == server->dispatcher);
+  REQUIRE(normal1->dispatcher != server->dispatcher);
+  // Level 1 has work on device 0 only.
+  Submit(s, server, 1, 0);
+  s.WaitStream(server);
+  // The fast path: default-priority work is at device 1's ceiling, below device 0's (whose
+  // dispatcher is idle: level 1 itself may pass there).
+  CHECK(s.MayIssueDirect(normal1, 0, /*may_pass_queued=*/false));
+  CHECK(s.MayIssueDirect(server, 1, /*may_pass_queued=*/false));
+  CHECK_FALSE(s.MayIssueDirect(normal0, 0, /*may_pass_queued=*/false));
+  // The dispatchers: with the GPU completing nothing, device 1 issues all of its default-priority
+  // ops; device 0 keeps them within the budget, which one unmeasured op fills.
+  constexpr int kOps = 4;
+  g_gpu_progresses = false;
+  for (int i = 0; i < kOps; ++i) {
+    Submit(s, normal0, 0, 10 + i);
+    Submit(s, normal1, 0, 20 + i);
+  }
+  {
+    Waiter issued([&] { s.WaitStream(normal1); });
+    const bool done = issued.DoneWithin(std::chrono::seconds(10));
+    CHECK(done);
+    if (!done) g_gpu_progresses = true;  // lets the waiter return
+  }
+  auto issued_on = [](uintptr_t stream) {
+    int n = 0;
+    for (const Issued& i : Log()) n += i.stream == stream ? 1 : 0;
+    return n;
+  };
+  CHECK(issued_on(0xc006 | kOnDevice1) == kOps);
+  CHECK(issued_on(0xc004) <= 1);
+  CHECK(normal0->HasUnissued());
+  g_gpu_progresses = true;
+  s.WaitStream(normal0);
+  CHECK(issued_on(0xc004) == kOps);
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();
