@@ -5,12 +5,14 @@ MPS cost benchmark (tools/bench/run_mps_cost_bench.sh, mps_cost_report.py):
   - token_stats (time to first token, time per output token), low_batch / low_model, and the
     jobs' argument parsing (the defaults of today's command lines unchanged, the new choices);
   - tools/bench/torch_kernel_geometry.py's residency, one-wave SMs, shares and reserve prediction;
+  - tools/bench/trace_overlap.py on synthetic traces of a server and a batch job: requests, batch
+    work carried in and admitted, the time beside the server's kernels;
   - record, brief and report on synthetic results of a decoder / training pair: TTFT and TPOT
     p50/p99 pooled over the rounds and against alone, the samples/s wording, the per-request lists
     left out of the report's runs; and a ResNet pair's table without any of it;
   - run_torch_bench.sh end to end with a stand-in python (the jobs answered, record and report for
-    real) for PAIR=decoder DECODE_BATCH=8, PAIR=train --threads and an unknown PAIR: the flags each
-    job got, the low batch, the output names;
+    real) for PAIR=decoder DECODE_BATCH=8, PAIR=train --threads, HIGH_CPUS / LOW_CPUS and an unknown
+    PAIR: the flags each job got, the low batch, the output names, the CPUs each process ran on;
   - mps_cost_report.py on synthetic runs (ratios against the same round's native run, the spread
     between rounds), and run_mps_cost_bench.sh end to end with stand-ins for .gpu/interference,
     .gpu/launch_rate, nvidia-cuda-mps-control and torch: every MPS run a client of a live daemon of
@@ -253,6 +255,8 @@ if not known:
     os.execv(sys.executable, [sys.executable] + a)
 with open(os.environ["STANDIN_SEEN"], "a") as fh:
     fh.write(json.dumps(a) + "\n")
+with open(os.environ["STANDIN_SEEN"] + ".cpus", "a") as fh:
+    fh.write(json.dumps([a[1], sorted(os.sched_getaffinity(0))]) + "\n")
 def opt(name, default):
     return type(default)(a[a.index(name) + 1]) if name in a else default
 base = {"ok": True, "error": "", "preloaded": "gpuprio" in os.environ.get("LD_PRELOAD", ""),
@@ -312,6 +316,64 @@ def clean_env(root, **kw):
                                   "SERVERS", "MPS_COST_CONFIGS", "BENCH_GPUPRIO_ENV"), **kw)
 
 
+def trace_overlap(d):
+    """tools/bench/trace_overlap.py on two synthetic traces: the server found by priority in
+    either order, each request's batch work split into carried in and admitted, the time beside
+    the server's own kernels, one trace alone, and two traces it cannot tell apart."""
+    import gzip
+    ms = 1_000_000
+
+    def trace(path, slices, base):
+        events = [{"ph": "X", "pid": 1000000, "tid": 7, "name": "k", "cat": "kernel",
+                   "ts": (s - base) / 1000, "dur": (e - s) / 1000, "args": {"priority": p}}
+                  for s, e, p in slices]
+        events.append({"ph": "X", "pid": 42, "tid": 42, "name": "cudaLaunchKernel", "cat": "client",
+                       "ts": 0, "dur": 1, "args": {"priority": 99}})  # a CPU slice: never GPU work
+        doc = {"traceEvents": events, "baseTimeNanoseconds": base,
+               "otherData": {"gpuprio": {"version": 2}}}
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "wt") as fh:
+            json.dump(doc, fh)
+        return path
+
+    # Eight requests of ten 0.5 ms kernels, one every 50 ms; requests 0 and 7 are cut (warm-up
+    # skip 0 here, the last one always), so rows are requests 0-6.
+    server = [(r * 50 * ms + k * ms, r * 50 * ms + k * ms + ms // 2, 1) for r in range(8) for k in range(10)]
+    batch = [(4 * 50 * ms - 2 * ms, 4 * 50 * ms + 3 * ms, -1),              # carried into request 4
+             (6 * 50 * ms + 2 * ms + ms // 2, 6 * 50 * ms + 3 * ms + ms // 4, -1),  # admitted into 6
+             (20 * ms, 30 * ms, -1)]                                        # between requests
+    s_path = trace(os.path.join(d, "server.json.gz"), server, 5 * ms)  # a different base each
+    b_path = trace(os.path.join(d, "batch.json"), batch, 7 * ms)
+    out_json = os.path.join(d, "overlap.json")
+    rc, so, se = run([sys.executable, os.path.join(BENCH, "trace_overlap.py"), b_path, s_path, "--skip", "0",
+                      "--json", out_json])
+    res = json.load(open(out_json)) if rc == 0 else {"summary": {}, "requests": []}
+    sm, rows = res["summary"], res["requests"]
+    check("trace_overlap: the server is the higher-priority trace, whatever the order",
+          rc == 0 and sm.get("server_trace") == s_path and sm.get("batch_priority") == -1, so + se)
+    check("trace_overlap: 7 requests of 5 ms busy over 9.5 ms",
+          len(rows) == 7 and all(r["busy_ns"] == 5 * ms and r["span_ns"] == 9.5 * ms for r in rows), rows)
+    check("trace_overlap: the kernel running at request 4's start is carried in: 3 ms of it, 1.5 ms "
+          "beside the server's kernels",
+          rows[4]["carried_ns"] == 3 * ms and rows[4]["carried_ops"] == 1 and rows[4]["admitted_ns"] == 0 and
+          rows[4]["contended_ns"] == 1.5 * ms, rows[4] if len(rows) > 4 else rows)
+    check("trace_overlap: the kernel started inside request 6 is admitted: 0.75 ms, 0.25 ms beside "
+          "the server's kernels",
+          rows[6]["admitted_ns"] == 0.75 * ms and rows[6]["admitted_ops"] == 1 and rows[6]["carried_ns"] == 0 and
+          rows[6]["contended_ns"] == 0.25 * ms, rows[6] if len(rows) > 6 else rows)
+    check("trace_overlap: work between requests counts for none",
+          all(r["carried_ns"] == 0 and r["admitted_ns"] == 0 for i, r in enumerate(rows) if i not in (4, 6)) and
+          sm.get("with_carried_in") == 1 and sm.get("with_admitted") == 1, sm)
+    rc, so, se = run([sys.executable, os.path.join(BENCH, "trace_overlap.py"), s_path, "--skip", "0"])
+    check("trace_overlap: one trace gives the server's requests alone",
+          rc == 0 and "requests 7: with batch work carried in 0, with batch work admitted during them 0" in so and
+          "GPU busy (sum of its kernels) per request ms p50/p90: 5.000 / 5.000" in so, so + se)
+    same = trace(os.path.join(d, "same.json"), [(ms, 2 * ms, 1)], 0)
+    rc, so, se = run([sys.executable, os.path.join(BENCH, "trace_overlap.py"), s_path, same])
+    check("trace_overlap: two traces of one top priority: exit 2, said why",
+          rc == 2 and "cannot tell the server from the batch job" in se, so + se)
+
+
 def torch_runner(d):
     root = scratch_repo(d)
     runner = os.path.join(root, "tools", "bench", "run_torch_bench.sh")
@@ -354,6 +416,21 @@ def torch_runner(d):
     check("no PAIR: today's names and flags (no pair flags, batch 1024)",
           p.returncode == 0 and "torch_two_process.json" in names and len(calls) == 1 and
           "--server" not in calls[0] and "--batch-job" not in calls[0], p.stdout[-1500:] + str(calls))
+
+    # HIGH_CPUS / LOW_CPUS: each process of a pair on its own CPUs (taskset), alone runs too.
+    cpus = sorted(os.sched_getaffinity(0))
+    high_cpu, low_cpu = str(cpus[0]), str(cpus[-1])
+    p, out, calls = go("cpus", [], TORCH_CONFIGS="alone native", HIGH_CPUS=high_cpu, LOW_CPUS=low_cpu)
+    seen_cpus = [json.loads(l) for l in open(os.path.join(d, "seen_cpus.cpus")).read().splitlines()] \
+        if os.path.exists(os.path.join(d, "seen_cpus.cpus")) else []
+    check("HIGH_CPUS / LOW_CPUS: the high processes ran on CPU %s only, the low one on CPU %s only" %
+          (high_cpu, low_cpu),
+          p.returncode == 0 and sorted(r for r, _ in seen_cpus) == ["high", "high", "low"] and
+          all(c == [int(high_cpu if r == "high" else low_cpu)] for r, c in seen_cpus),
+          p.stdout[-1500:] + p.stderr[-500:] + str(seen_cpus))
+    txt = open(os.path.join(out, "torch_two_process.txt")).read() if p.returncode == 0 else ""
+    check("HIGH_CPUS / LOW_CPUS: the table's last line says where each process ran",
+          "high process on CPUs %s, low on %s (taskset)" % (high_cpu, low_cpu) in txt, txt[-600:])
 
     p, out, calls = go("bogus", [], PAIR="llama")
     check("an unknown PAIR: exit 2, nothing run", p.returncode == 2 and not calls and "unknown PAIR" in p.stderr,
@@ -570,7 +647,8 @@ def mps_runner(d):
 def main():
     d = tempfile.mkdtemp(prefix="torch_pairs_selftest.")
     try:
-        for step in (pure_parts, kernel_geometry, records_and_report, torch_runner, mps_report, mps_runner):
+        for step in (pure_parts, kernel_geometry, records_and_report, trace_overlap, torch_runner, mps_report,
+                     mps_runner):
             sub = os.path.join(d, step.__name__)
             os.makedirs(sub)
             try:

@@ -56,7 +56,8 @@
 # Output named NAME_PAIR[_mps].* for any pair but resnet (e.g. torch_two_process_decoder.json,
 # torch_threads_train_mps.txt); DECODE_BATCH other than 1 adds _bDECODE_BATCH to the pair's name.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
-# TORCH_CPUS (every run's processes on these CPUs, a taskset list), TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
+# TORCH_CPUS (every run's processes on these CPUs, a taskset list), HIGH_CPUS and LOW_CPUS (the
+# high or the low process of the two-process forms on these CPUs instead), TORCH_ARGS (more flags for both processes, or for the one process with --threads, e.g. "--dtype fp32"
 # or "--impl builtin"), BENCH_GPUPRIO_ENV (more VAR=VALUE for the gpuprio processes, e.g.
 # "GPUPRIO_COORDINATE=0"), PYTHON, TORCH_CONFIGS (default "alone low-alone native gpuprio"; also
 # alone-gpuprio, the high job alone under gpuprio, and gpuprio-b, gpuprio with B_ENV's VAR=VALUE
@@ -136,6 +137,13 @@ if [[ -n "${TORCH_CPUS:-}" ]]; then
   job_py=(taskset -c "$TORCH_CPUS" "$py")
   say "every run on CPUs $TORCH_CPUS (taskset); $(lscpu 2>/dev/null | grep -i '^NUMA node' | tr -s ' ' | paste -sd ';' -)"
 fi
+# HIGH_CPUS / LOW_CPUS (taskset lists): the two-process forms' high or low process on those CPUs
+# instead, so that the jobs' host sides share no core (where the server's host time goes).
+high_py=("${job_py[@]}")
+low_py=("${job_py[@]}")
+[[ -n "${HIGH_CPUS:-}" ]] && high_py=(taskset -c "$HIGH_CPUS" "$py")
+[[ -n "${LOW_CPUS:-}" ]] && low_py=(taskset -c "$LOW_CPUS" "$py")
+[[ -n "${HIGH_CPUS:-}${LOW_CPUS:-}" ]] && say "high process on CPUs ${HIGH_CPUS:-any}, low process on CPUs ${LOW_CPUS:-any} (taskset)"
 
 start=$SECONDS
 n=0
@@ -200,19 +208,19 @@ run_config() {
   fi
   case "$config" in
     alone | alone-gpuprio)
-      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${job_py[@]}" "$script" high --result "$work/$tag.high.json" \
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${high_py[@]}" "$script" high --result "$work/$tag.high.json" \
         "${high_args[@]}"
       hpid=$started_pid ;;
     low-alone)
-      start_proc "$tag.low" "$run_timeout" -- "${job_py[@]}" "$script" low --result "$work/$tag.low.json" \
+      start_proc "$tag.low" "$run_timeout" -- "${low_py[@]}" "$script" low --result "$work/$tag.low.json" \
         --seconds "$low_seconds" "${low_args[@]}"
       lpid=$started_pid ;;
     native | gpuprio | gpuprio-b)
       # The low process would stop by itself after the high process's longest possible run.
-      start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "${job_py[@]}" "$script" low --result "$work/$tag.low.json" \
+      start_proc "$tag.low" $((run_timeout + 15)) "${lenv[@]}" -- "${low_py[@]}" "$script" low --result "$work/$tag.low.json" \
         --peer "$peer" --stop-file "$stop" --seconds "$run_timeout" "${low_args[@]}"
       lpid=$started_pid
-      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${job_py[@]}" "$script" high --result "$work/$tag.high.json" \
+      start_proc "$tag.high" "$run_timeout" "${henv[@]}" -- "${high_py[@]}" "$script" high --result "$work/$tag.high.json" \
         --peer "$peer" "${high_args[@]}"
       hpid=$started_pid ;;
   esac
@@ -235,4 +243,5 @@ else
   form="no MPS: the two processes were time-sliced"
 fi
 [[ -n "${TORCH_CPUS:-}" ]] && form="$form; every process on CPUs $TORCH_CPUS (taskset)"
+[[ -n "${HIGH_CPUS:-}${LOW_CPUS:-}" ]] && form="$form; high process on CPUs ${HIGH_CPUS:-any}, low on ${LOW_CPUS:-any} (taskset)"
 finish_report "$script" processes "$form"
