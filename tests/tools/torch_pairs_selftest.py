@@ -368,6 +368,9 @@ def trace_overlap(d):
     check("trace_overlap: one trace gives the server's requests alone",
           rc == 0 and "requests 7: with batch work carried in 0, with batch work admitted during them 0" in so and
           "GPU busy (sum of its kernels) per request ms p50/p90: 5.000 / 5.000" in so, so + se)
+    check("trace_overlap: steps inside requests: each 0.5 ms kernel, 0.5 ms of idle GPU before it",
+          "server steps inside requests (cut at 20 us of idle GPU): 72; GPU span us p50/p90 500.0 / 500.0, "
+          "its kernels' time 500.0 / 500.0; idle GPU before each (the host's share) 500.0 / 500.0" in so, so)
     same = trace(os.path.join(d, "same.json"), [(ms, 2 * ms, 1)], 0)
     rc, so, se = run([sys.executable, os.path.join(BENCH, "trace_overlap.py"), s_path, same])
     check("trace_overlap: two traces of one top priority: exit 2, said why",

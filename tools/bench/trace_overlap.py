@@ -15,6 +15,9 @@ reports the batch job's GPU work that overlapped it, split by cause:
   admitted    batch work that started while the request ran: the scheduler let it in (a hold
               bound, a gap longer than the request gap, or work not held).
 and the requests' GPU spans with and without each, so the cost of each cause is shown, not guessed.
+Inside requests, the server's steps (runs of its kernels with no idle gap over --step-gap-us): each
+step's GPU span against its kernels' summed time, and the idle GPU time before it, where the host
+had not launched it yet: a slower step is GPU-side, a longer idle time host-side.
 """
 
 import argparse
@@ -76,6 +79,29 @@ def overlap_with(intervals, b_start, b_end):
             break
         total += overlap(start, end, b_start, b_end)
     return total
+
+
+def steps_of(slices, gap_ns):
+    """The server's steps (a graph replay, a burst of eager kernels): runs of its GPU work with no
+    idle gap over gap_ns. [(span_ns, busy_ns, idle_before_ns)]: the step's first kernel start to
+    last end, its kernels' summed time, and the idle GPU time since the step before (None first).
+    A step's span above its busy time is GPU time between its own kernels; the idle time before
+    it is where the host had not yet launched it."""
+    steps = []
+    start = end = busy = None
+    previous_end = None
+    for s, e, _ in slices:
+        if start is not None and s - end <= gap_ns:
+            end = max(end, e)
+            busy += e - s
+            continue
+        if start is not None:
+            steps.append((end - start, busy, None if previous_end is None else start - previous_end))
+            previous_end = end
+        start, end, busy = s, e, e - s
+    if start is not None:
+        steps.append((end - start, busy, None if previous_end is None else start - previous_end))
+    return steps
 
 
 def overlap(a_start, a_end, b_start, b_end):
@@ -164,6 +190,9 @@ def main(argv):
                         help="server GPU idle that ends a request (default 5)")
     parser.add_argument("--min-busy-ms", type=float, default=1.0,
                         help="runs of server GPU work shorter than this are no request (default 1)")
+    parser.add_argument("--step-gap-us", type=float, default=20.0,
+                        help="server GPU idle that ends a step (a graph replay, a burst of "
+                        "kernels) inside a request (default 20)")
     parser.add_argument("--skip", type=int, default=3,
                         help="requests dropped at the start (warm-up; default 3)")
     parser.add_argument("--json", help="also write the summary and the per-request rows here")
@@ -203,6 +232,19 @@ def main(argv):
     for g in summary["groups"]:
         print(f"  {g['group']:<22} {g['requests']:>5} requests  GPU span p50 {g['span_p50_ms']:.3f} ms"
               f"  p90 {g['span_p90_ms']:.3f} ms  GPU busy p50 {g['busy_p50_ms']:.3f} ms")
+    steps = steps_of(server, int(args.step_gap_us * 1000))
+    inside = [st for st in steps if st[2] is not None and st[2] <= args.idle_ms * 1e6]
+    summary["steps"] = {
+        "count": len(inside), "step_gap_us": args.step_gap_us,
+        "span_us_p50_p90": [pct([st[0] / 1e3 for st in inside], q) for q in (0.5, 0.9)],
+        "busy_us_p50_p90": [pct([st[1] / 1e3 for st in inside], q) for q in (0.5, 0.9)],
+        "idle_before_us_p50_p90": [pct([st[2] / 1e3 for st in inside], q) for q in (0.5, 0.9)],
+    }
+    st = summary["steps"]
+    print("server steps inside requests (cut at %.0f us of idle GPU): %d; GPU span us p50/p90 "
+          "%.1f / %.1f, its kernels' time %.1f / %.1f; idle GPU before each (the host's share) "
+          "%.1f / %.1f" % (args.step_gap_us, st["count"], *st["span_us_p50_p90"], *st["busy_us_p50_p90"],
+                           *st["idle_before_us_p50_p90"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "requests": rows}, f, indent=1)
