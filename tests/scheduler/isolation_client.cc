@@ -11,8 +11,9 @@
 //      on the whole GPU; a synchronize of the stream returned after its last kernel ran.
 //   With EXPECTED_CONFINED_SMS 0 (a driver without green contexts), nothing is confined and the
 //   rest holds as well.
-//   A high-priority thread keeps its level active through steps 2 and 3 (HighActivity), and a
-//   watchdog ends a pause of the device that a blocked call would make endless (DevicePause).
+//   A high-priority thread keeps its level active through steps 2 and 3 (HighSteps, a
+//   RepeatingActivity), and a watchdog ends a pause of the device that a blocked call would make
+//   endless (DevicePause).
 //   3. A confined stream keeps a bounded queue on its twin: with the device paused, of four
 //      20 ms kernels (the first one measured) the dispatcher issues one and holds the rest, so
 //      the stream's return to the whole GPU waits for one long kernel, not four; all run confined.
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +38,7 @@
 #include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/append_log.h"
 #include "tests/scheduler/client_support.h"
+#include "tests/scheduler/repeating_activity.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
@@ -74,31 +77,17 @@ Ran RanSince(uint64_t from, const char* kernel) {
 // that expects its work confined must not outlast the activity window (0.5 s) since the last
 // high op, as it can in a sanitizer build on a loaded machine: its work would then run on the
 // whole GPU under the budget, and be held for good while the device is paused.
-class HighActivity {
- public:
-  HighActivity(CUcontext ctx, CUstream stream)
-      : thread_([this, ctx, stream] {
-          CheckCu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent (high activity)");
-          SetThreadPriority(1);
-          const CUdeviceptr word = sched_client::Alloc(sizeof(uint32_t));
-          absl::MutexLock lock(&mu_);
-          do {
-            CheckCu(cuMemsetD32Async(word, 1, 1, stream), "high memset");
-          } while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(50)));
-        }) {}
-  ~HighActivity() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    thread_.join();
-  }
-
- private:
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: it starts once the members it uses exist
-};
+sched_client::RepeatingActivity::Steps HighSteps(CUcontext ctx, CUstream stream) {
+  auto word = std::make_shared<CUdeviceptr>(0);
+  sched_client::RepeatingActivity::Steps steps;
+  steps.setup = [ctx, word] {
+    CheckCu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent (high activity)");
+    SetThreadPriority(1);
+    *word = sched_client::Alloc(sizeof(uint32_t));
+  };
+  steps.round = [stream, word] { CheckCu(cuMemsetD32Async(*word, 1, 1, stream), "high memset"); };
+  return steps;
+}
 
 // Pauses device 0 until Resume, or for at most 5 s: a call that blocks while the device is paused
 // (waiting for work a paused device never completes) then fails the check instead of hanging it.
@@ -193,8 +182,8 @@ int Run(int expected_sms) {
   run_high();
   uint64_t sync_returned_ns = 0;
   bool resumed_in_time = true;
-  std::optional<HighActivity> high_activity;
-  high_activity.emplace(driver.ctx, high_stream);
+  std::optional<sched_client::RepeatingActivity> high_activity;
+  high_activity.emplace(HighSteps(driver.ctx, high_stream), absl::Milliseconds(50));
   std::thread low([&] {
     CheckCu(cuCtxSetCurrent(driver.ctx), "cuCtxSetCurrent (low)");
     SetThreadPriority(-1);
@@ -251,7 +240,7 @@ int Run(int expected_sms) {
   if (expected_sms != 0) {
     const uint64_t before_long = fakecuda_exec_count();
     run_high();
-    high_activity.emplace(driver.ctx, high_stream);
+    high_activity.emplace(HighSteps(driver.ctx, high_stream), absl::Milliseconds(50));
     uint64_t launches_while_paused = 0;
     // A kernel of its own: the estimate is per function, and sleep_ns is known as short.
     CUfunction long_kernel = sched_client::Function(driver.module, "empty");

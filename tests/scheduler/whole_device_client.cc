@@ -4,19 +4,21 @@
 // `whole_device_client: SCENARIO ok` if all checks hold.
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tests/fake_cuda/clients/client_check.h"
 #include "tests/fake_cuda/fake_cuda_control.h"
 #include "tests/scheduler/append_log.h"
 #include "tests/scheduler/client_support.h"
+#include "tests/scheduler/repeating_activity.h"
 
 using fake_client::Check;
 using fake_client::CheckCu;
@@ -80,62 +82,45 @@ CUgraphExec CaptureGraph(const Device& d0) {
   return exec;
 }
 
-// The more important level, active while this lives: a high-priority thread launches on both
-// devices at once and then every 50 ms (device 0: the graph, or a kernel without one). The
-// constructor returns once the first round has completed, so the low thread starts after a graph
-// launch (or a plain one) on each device.
-class HighActivity {
- public:
-  // `devices_used`: device 0, or both.
-  HighActivity(const Device* devices, int devices_used, CUgraphExec graph)
-      : thread_([this, devices, devices_used, graph] {
-          SetThreadPriority(1);
-          CUfunction sleep[kDevices];
-          for (int d = 0; d < kDevices; ++d) {
-            sleep[d] = sched_client::Function(devices[d].module, "sleep_ns");
-          }
-          absl::MutexLock lock(&mu_);
-          do {
-            for (int d = 0; d < devices_used; ++d) {
-              Use(devices[d]);
-              if (d == 0 && graph != nullptr) {
-                CheckCu(cuGraphLaunch(graph, devices[d].high), "high cuGraphLaunch");
-              } else {
-                uint64_t ns = kHighKernelNs;
-                void* args[] = {&ns};
-                CheckCu(
-                    cuLaunchKernel(sleep[d], 1, 1, 1, 1, 1, 1, 0, devices[d].high, args, nullptr),
-                    "high kernel");
-              }
-            }
-            if (!started_) {
-              for (int d = 0; d < devices_used; ++d) {
-                CheckCu(cuStreamSynchronize(devices[d].high), "high sync");
-              }
-              started_ = true;
-            }
-          } while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(50)));
-          for (int d = 0; d < devices_used; ++d) {
-            CheckCu(cuStreamSynchronize(devices[d].high), "high final sync");
-          }
-        }) {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&started_));
-  }
-  ~HighActivity() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
+// The more important level's rounds: a high-priority thread launches on the devices used (device
+// 0, or both) at once and then every 50 ms (device 0: the graph, or a kernel without one). The
+// first round is synchronised before the RepeatingActivity's constructor returns, so the low
+// thread starts after a graph launch (or a plain one) on each device.
+sched_client::RepeatingActivity::Steps HighSteps(const Device* devices, int devices_used,
+                                                 CUgraphExec graph) {
+  auto sleep = std::make_shared<std::array<CUfunction, kDevices>>();
+  sched_client::RepeatingActivity::Steps steps;
+  steps.setup = [devices, sleep] {
+    SetThreadPriority(1);
+    for (int d = 0; d < kDevices; ++d) {
+      (*sleep)[d] = sched_client::Function(devices[d].module, "sleep_ns");
     }
-    thread_.join();
-  }
-
- private:
-  absl::Mutex mu_;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: it starts once the members it uses exist
-};
+  };
+  steps.round = [devices, devices_used, graph, sleep] {
+    for (int d = 0; d < devices_used; ++d) {
+      Use(devices[d]);
+      if (d == 0 && graph != nullptr) {
+        CheckCu(cuGraphLaunch(graph, devices[d].high), "high cuGraphLaunch");
+      } else {
+        uint64_t ns = kHighKernelNs;
+        void* args[] = {&ns};
+        CheckCu(cuLaunchKernel((*sleep)[d], 1, 1, 1, 1, 1, 1, 0, devices[d].high, args, nullptr),
+                "high kernel");
+      }
+    }
+  };
+  steps.after_first = [devices, devices_used] {
+    for (int d = 0; d < devices_used; ++d) {
+      CheckCu(cuStreamSynchronize(devices[d].high), "high sync");
+    }
+  };
+  steps.finish = [devices, devices_used] {
+    for (int d = 0; d < devices_used; ++d) {
+      CheckCu(cuStreamSynchronize(devices[d].high), "high final sync");
+    }
+  };
+  return steps;
+}
 
 // Scenario `graph` (with_graph) or `plain`. A high-priority thread launches, every 50 ms, work on
 // device 0 (a captured graph through cuGraphLaunch, or a kernel) and a kernel on device 1, so its
@@ -171,7 +156,8 @@ int Run(bool with_graph, bool one_device) {
 
   const uint64_t from = fakecuda_exec_count();
   {
-    HighActivity high(devices, one_device ? 1 : kDevices, graph);
+    sched_client::RepeatingActivity high(HighSteps(devices, one_device ? 1 : kDevices, graph),
+                                         absl::Milliseconds(50));
     std::thread low([&] {
       SetThreadPriority(-1);
       for (int i = 0; i < kAppendsPerDevice; ++i) {
