@@ -121,6 +121,15 @@ class Dispatcher : private DispatcherWaits::Host {
   // Client, fast path: true when nothing submitted to this dispatcher is still unissued, so an op
   // issued now by its own thread is ordered after everything submitted before it.
   bool Idle() const { return queued_.load(std::memory_order_acquire) == 0; }
+  // Any thread: nothing submitted here is unissued and no stream's work is on a twin, so no wait
+  // (WaitStream) on this device's streams has anything to wait for. The op that moves a stream to
+  // a twin is counted issued only after the move is counted, and this reads the unissued count
+  // first (both seq_cst): a move in progress keeps the answer false.
+  bool NothingToWaitFor() const {
+    return queued_.load(std::memory_order_seq_cst) == 0 && placement_.StreamsAway() == 0;
+  }
+  // Any thread: whether an op issued here ever failed (OpIssuer::ReportedFailure).
+  bool ReportedFailure() const { return issuer_.ReportedFailure(); }
 
   // Client, fast path: true when an op issued on `stream` by its own thread would miss an
   // ordering CUDA gives it, because that work is on a twin: the stream's own earlier work, or

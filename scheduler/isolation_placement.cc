@@ -60,6 +60,7 @@ void IsolationPlacement::Forget(StreamQueue* q) {
   if (q->away) {  // not expected: a stream is brought home before it is destroyed
     q->away = false;
     --links->away;
+    streams_away_.fetch_sub(1, std::memory_order_seq_cst);
     if (q->state->legacy) {
       legacy_away_.fetch_sub(1, std::memory_order_seq_cst);
     } else if (q->state->blocking) {
@@ -110,6 +111,7 @@ void IsolationPlacement::SwitchLocation(StreamQueue* q, bool to_twin) {
   q->away = to_twin;
   const int delta = to_twin ? 1 : -1;
   q->links->away += delta;
+  streams_away_.fetch_add(delta, std::memory_order_seq_cst);
   if (s->legacy) {
     legacy_away_.fetch_add(delta, std::memory_order_seq_cst);
   } else if (s->blocking) {

@@ -41,6 +41,9 @@ class IsolationPlacement {
     return stream->blocking && legacy_away_.load(std::memory_order_acquire) > 0;
   }
 
+  // Client: how many of this device's streams have their work on a twin now (any thread).
+  int StreamsAway() const { return streams_away_.load(std::memory_order_seq_cst); }
+
   // Whether this process shares SMs with the others on the GPU (MPS), read once from the driver.
   bool SharesSmsWithPeers();
   // The partition, created the first time it is asked for (tried once; a failure is logged and
@@ -92,6 +95,9 @@ class IsolationPlacement {
   // Streams whose work is on a twin now: legacy streams, and blocking streams (AwayWorkOrders).
   std::atomic<int> legacy_away_{0};
   std::atomic<int> blocking_away_{0};
+  // Every stream whose work is on a twin now; raised before the stream's `away` flag, and before
+  // the op that moved it is counted issued.
+  std::atomic<int> streams_away_{0};
   std::unique_ptr<SmPartition> partition_;  // once created
   bool partition_tried_ = false;
   bool said_whole_device_ = false;  // NoteNotConfinedBelow's message

@@ -109,6 +109,7 @@ void OpIssuer::ReportFailure(const Op& op, CUresult result) {
   StreamState* s = op.stream;
   int expected = CUDA_SUCCESS;
   s->deferred_error.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
+  reported_failure_.store(true, std::memory_order_seq_cst);
   // Throttled: a stream that fails every op must not flood the log (2000 failures were 2000
   // lines); the suppressed count is reported.
   GPUPRIO_LOG_THROTTLED(LogLevel::kError,

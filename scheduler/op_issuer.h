@@ -60,6 +60,11 @@ class OpIssuer {
   // back to its pool; other devices' dispatchers waiting for its stream's issues are woken.
   void CountIssued(Op* op);
 
+  // Any thread: whether an op issued here ever failed (a deferred error was stored on its
+  // stream). Set before that op is counted issued, and never cleared: while it is false, no
+  // stream of this device has an error to report, and a context's synchronisation need not look.
+  bool ReportedFailure() const { return reported_failure_.load(std::memory_order_seq_cst); }
+
   // `op` waits for a stream of another device: asks that device's dispatcher to issue what it
   // waits for first, as if at `priority`, and to wake this one once it has. False when that work
   // turned out to be issued already.
@@ -91,6 +96,7 @@ class OpIssuer {
   CompletionTracker* const tracker_;
   IsolationPlacement* const placement_;
   LevelAccounting* const accounting_;
+  std::atomic<bool> reported_failure_{false};
 };
 
 }  // namespace gpuprio::scheduler

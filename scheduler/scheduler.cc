@@ -341,10 +341,16 @@ std::vector<StreamState*> Scheduler::Streams(CUcontext context, bool legacy_only
 }
 
 void Scheduler::WaitContext(CUcontext context) {
+  if (NothingToWaitFor()) return;
   for (StreamState* s : Streams(context, /*legacy_only=*/false)) WaitStream(s);
 }
 
+bool Scheduler::NothingToWaitFor() const {
+  return directory_.AllOf([](const Dispatcher& d) { return d.NothingToWaitFor(); });
+}
+
 void Scheduler::WaitAll() {
+  if (NothingToWaitFor()) return;
   for (StreamState* s : Streams(nullptr, /*legacy_only=*/false)) WaitStream(s);
 }
 
@@ -353,6 +359,7 @@ void Scheduler::WaitLaunchesOf(const void* function) {
 }
 
 void Scheduler::WaitLegacy(CUcontext context) {
+  if (NothingToWaitFor()) return;
   for (StreamState* s : Streams(context, /*legacy_only=*/true)) WaitStream(s);
 }
 
@@ -385,6 +392,11 @@ CUresult Scheduler::TakeDeferredError(StreamState* stream) {
 }
 
 CUresult Scheduler::TakeDeferredError(CUcontext context) {
+  // Called after the context's synchronisation waited for its ops to be issued; an op that
+  // failed marks its dispatcher before it is counted issued.
+  if (directory_.AllOf([](const Dispatcher& d) { return !d.ReportedFailure(); })) {
+    return CUDA_SUCCESS;
+  }
   CUresult first = CUDA_SUCCESS;
   for (StreamState* s : Streams(context, /*legacy_only=*/false)) {
     const CUresult e = TakeDeferredError(s);

@@ -210,6 +210,10 @@ class Scheduler {
   // reason is logged once).
   std::unique_ptr<coordinator::GpuCoordinator> AttachCoordinator(CUdevice device);
   std::vector<StreamState*> Streams(CUcontext context, bool legacy_only);
+  // Lock-free, no allocation: nothing submitted on any device is unissued and no stream's work is
+  // on a twin, so a wait on any set of streams returns at once (the synchronisations of a program
+  // whose work all goes by the fast path take no lock and copy no list of streams).
+  bool NothingToWaitFor() const;
 
   const SchedulerOptions options_;
   const DriverFunctions driver_;

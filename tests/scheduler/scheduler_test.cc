@@ -411,6 +411,45 @@ TEST_CASE("A level busy on one GPU budgets that GPU's work only, on both paths",
   CHECK(issued_on(0xc004) == kOps);
 }
 
+CUresult IssueFailing(Op&) { return CUDA_ERROR_LAUNCH_FAILED; }
+
+TEST_CASE(
+    "A process-wide synchronisation waits for work queued on any GPU, and a context's "
+    "returns a failed op's error once",
+    "[scheduler]") {
+  ResetGpu();
+  SchedulerOptions options = Options();
+  options.max_hold_ns = 0;  // the low op stays held while the high one runs
+  gpuprio::scheduler::DriverFunctions driver = ScriptedDriver();
+  driver.stream_get_device = &StreamDevice;
+  Scheduler s(options, driver);
+  StreamState* other = Stream(s, 0xd002);  // device 0: a dispatcher with nothing queued
+  StreamState* high = Stream(s, 0xd004 | kOnDevice1);
+  StreamState* low = Stream(s, 0xd006 | kOnDevice1);
+  REQUIRE(other->dispatcher != high->dispatcher);
+  Submit(s, other, 0, 1);
+  s.WaitAll();  // nothing held: returns once issued
+  CHECK_FALSE(other->HasUnissued());
+  g_gpu_progresses = false;
+  Submit(s, high, 1, 2);
+  Submit(s, low, -1, 3);  // held: the high op is in flight on device 1 and never completes
+  {
+    Waiter all([&] { s.WaitAll(); });
+    CHECK_FALSE(all.DoneWithin(std::chrono::milliseconds(200)));
+    CHECK(low->HasUnissued());
+    g_gpu_progresses = true;
+    CHECK(all.DoneWithin(std::chrono::seconds(20)));
+  }
+  CHECK_FALSE(low->HasUnissued());
+  CHECK(s.TakeDeferredError(low->context) == CUDA_SUCCESS);
+  Op* failing = TaggedOp(low, -1, 4);
+  failing->issue = &IssueFailing;
+  s.Submit(failing);
+  s.WaitAll();
+  CHECK(s.TakeDeferredError(low->context) == CUDA_ERROR_LAUNCH_FAILED);
+  CHECK(s.TakeDeferredError(low->context) == CUDA_SUCCESS);  // reported once
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();

@@ -1,11 +1,12 @@
-// What an intercepted call costs: times calls to cuLaunchKernel and cuStreamQuery obtained the
-// way libcudart obtains them (dlopen, dlsym "cuGetProcAddress_v2", lookups through it), against
-// tools/bench/null_driver, whose functions return at once. Run it natively and with
-// libgpuprio.so preloaded (GPUPRIO_MODE=passthrough, or schedule: the fast path, or schedule with
-// GPUPRIO_DIRECT_ISSUE=0: the client side of a deferred launch); the difference is gpuprio's cost.
-// Prints one JSON line: best-of-rounds nanoseconds per call.
-// With a second argument S it is a peer instead: one launch (so that gpuprio attaches to the GPU's
-// coordination segment), then S seconds idle -- the other process of the two-process cost.
+// What an intercepted call costs: times calls to cuLaunchKernel and cuStreamQuery, and
+// cuCtxSynchronize with 64 more streams in use (a synchronisation looks at every stream the
+// scheduler knows), obtained the way libcudart obtains them (dlopen, dlsym "cuGetProcAddress_v2",
+// lookups through it), against tools/bench/null_driver, whose functions return at once. Run it
+// natively and with libgpuprio.so preloaded (GPUPRIO_MODE=passthrough, or schedule: the fast path,
+// or schedule with GPUPRIO_DIRECT_ISSUE=0: the client side of a deferred launch); the difference is
+// gpuprio's cost. Prints one JSON line: best-of-rounds nanoseconds per call. With a second argument
+// S it is a peer instead: one launch (so that gpuprio attaches to the GPU's coordination segment),
+// then S seconds idle -- the other process of the two-process cost.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -49,8 +50,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "passthrough_overhead: lookups failed\n");
     return 1;
   }
+  void* create_fn = nullptr;
+  void* ctx_sync_fn = nullptr;
+  if (gpa("cuStreamCreateWithPriority", &create_fn, 12000, 0, &status) != CUDA_SUCCESS ||
+      gpa("cuCtxSynchronize", &ctx_sync_fn, 12000, 0, &status) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "passthrough_overhead: lookups failed\n");
+    return 1;
+  }
   auto launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(launch_fn);
   auto query = reinterpret_cast<PFN_cuStreamQuery_v2000>(query_fn);
+  auto create = reinterpret_cast<PFN_cuStreamCreateWithPriority_v5050>(create_fn);
+  auto ctx_sync = reinterpret_cast<PFN_cuCtxSynchronize_v2000>(ctx_sync_fn);
   Dl_info info;
   const bool wrapped = dladdr(launch_fn, &info) != 0 && info.dli_fname != nullptr &&
                        std::string_view(info.dli_fname).find("libgpuprio") != std::string_view::npos;
@@ -74,8 +84,27 @@ int main(int argc, char** argv) {
   // (With launches still queued in schedule mode a query answers CUDA_ERROR_NOT_READY: timed all
   // the same.)
   const double query_ns = BestNsPerCall([&] { sink = query(stream); }, 7, calls);
-  std::printf("{\"wrapped\": %s, \"calls\": %ld, \"cuLaunchKernel_ns\": %.2f, "
-              "\"cuStreamQuery_ns\": %.2f}\n",
-              wrapped ? "true" : "false", calls, launch_ns, query_ns);
+  // 64 more streams, each with a launch (so the scheduler knows them), as a PyTorch process has
+  // (its pools hold 32 per priority per device); everything issued before the timing.
+  constexpr int kStreams = 64;
+  for (int i = 0; i < kStreams; ++i) {
+    CUstream s = nullptr;
+    if (create(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
+        launch(function, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "passthrough_overhead: stream %d failed\n", i);
+      return 1;
+    }
+  }
+  sink = ctx_sync();
+  const double ctx_sync_ns = BestNsPerCall([&] { sink = ctx_sync(); }, 7, calls / 10);
+  if (sink != CUDA_SUCCESS) {
+    std::fprintf(stderr, "passthrough_overhead: cuCtxSynchronize failed (%d)\n",
+                 static_cast<int>(sink));
+    return 1;
+  }
+  std::printf(
+      "{\"wrapped\": %s, \"calls\": %ld, \"cuLaunchKernel_ns\": %.2f, "
+      "\"cuStreamQuery_ns\": %.2f, \"cuCtxSynchronize_ns\": %.2f}\n",
+      wrapped ? "true" : "false", calls, launch_ns, query_ns, ctx_sync_ns);
   return 0;
 }

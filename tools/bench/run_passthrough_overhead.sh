@@ -61,7 +61,7 @@ import json, sys
 n, p, u, s, w, d = (json.loads(a) for a in sys.argv[1:])
 assert not n["wrapped"] and all(x["wrapped"] for x in (p, u, s, w, d)), \
     "the preloaded runs must call gpuprio's wrappers"
-for api in ("cuLaunchKernel", "cuStreamQuery"):
+for api in ("cuLaunchKernel", "cuStreamQuery", "cuCtxSynchronize"):
     k = api + "_ns"
     print(f"{api}: native {n[k]:.2f} ns; added per call: passthrough {p[k] - n[k]:.2f} ns, "
           f"schedule (fast path) without the segment {u[k] - n[k]:.2f} ns, with it alone "

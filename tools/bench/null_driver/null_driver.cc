@@ -144,6 +144,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
       {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
       {"cuFuncGetParamInfo", reinterpret_cast<void*>(&cuFuncGetParamInfo)},
       {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
+      {"cuStreamCreateWithPriority", reinterpret_cast<void*>(&cuStreamCreateWithPriority)},
+      {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
       {"cuGetProcAddress", version >= 12000 ? reinterpret_cast<void*>(&cuGetProcAddress_v2)
                                             : reinterpret_cast<void*>(&cuGetProcAddress)},
   };
