@@ -20,7 +20,7 @@ MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
     if (config.default_priority < 0) decision.set_value = "1";
     return decision;
   }
-  if (config.default_priority > 0 && *value == "1") {
+  if (config.default_priority >= 0 && *value == "1") {
     decision.warning = absl::StrCat(
         kMpsClientPriorityVariable, "=1 (a below-normal MPS client) in a process of priority ",
         config.default_priority,
@@ -40,8 +40,9 @@ void ApplyMpsClientPriority(const Config& config) {
   if (!decision.set_value.has_value()) return;
   // At gpuprio's start (the first use of CUDA), before the driver reads it. Changing the
   // environment is not safe against other threads' getenv; this happens once, in the window where
-  // a CUDA program sets its own variables up, and without overwriting.
-  if (setenv(kMpsClientPriorityVariable, decision.set_value->c_str(), /*overwrite=*/0) != 0) {
+  // a CUDA program sets its own variables up.
+  // Overwrites only a blank value (the decision sets nothing over a value the user chose).
+  if (setenv(kMpsClientPriorityVariable, decision.set_value->c_str(), /*overwrite=*/1) != 0) {
     Log(LogLevel::kWarning, absl::StrCat("could not set ", kMpsClientPriorityVariable,
                                          ": this process runs as a normal MPS client"));
     return;

@@ -25,9 +25,10 @@ struct MpsClientPriorityDecision {
 
 // Pure. `current`: CUDA_MPS_CLIENT_PRIORITY as the process has it (nullopt when unset). Only a
 // scheduling process acts (passthrough and off change nothing), and never over a value that is
-// set: the user's (or a launcher's) choice wins. A process above normal that is about to run as a
-// below-normal client -- most likely the variable was inherited from a batch job's parent -- gets
-// a warning, since its kernels would then yield SMs to the very work they should go before.
+// set and not blank: the user's (or a launcher's) choice wins. A process of normal priority or
+// above that is about to run as a below-normal client -- most likely the variable was inherited
+// from a batch job's parent, which gpuprio cannot tell from a deliberate choice -- gets a warning,
+// since its kernels would then yield SMs to work they should not yield to.
 MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
                                                   std::optional<absl::string_view> current);
 

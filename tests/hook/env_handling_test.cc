@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "catch2/catch.hpp"
 #include "tests/client_env.h"
@@ -19,14 +20,15 @@ struct ProbeResult {
   std::string stderr_text;
 };
 
-ProbeResult Probe(const std::string& mode, Env extra = {}) {
+ProbeResult Probe(const std::string& mode, Env extra = {},
+                  const std::string& probe_mode = "schedule") {
   auto libcuda = gpuprio_test::Runfile("tests/fake_cuda/libcuda.so.1");
   auto probe = gpuprio_test::Runfile("tests/hook/env_probe");
   REQUIRE(libcuda.ok());
   REQUIRE(probe.ok());
   auto env = gpuprio_test::ClientEnv(mode, std::move(extra));
   REQUIRE(env.ok());
-  auto result = gpuprio_test::RunProcess({*probe, *libcuda, "schedule"}, *env);
+  auto result = gpuprio_test::RunProcess({*probe, *libcuda, probe_mode}, *env);
   REQUIRE(result.ok());
   INFO("stdout:\n" << result->stdout_text << "\nstderr:\n" << result->stderr_text);
   REQUIRE(result->exit_code == 0);
@@ -95,8 +97,9 @@ TEST_CASE("A misspelt GPUPRIO_ variable is named once with the closest known one
 
 TEST_CASE("A low process reaches the driver as a below-normal MPS client; others as they were",
           "[hook][config][mps]") {
+  // The CUDA call comes first: nothing else starts gpuprio before its dlsym lookup of cuInit.
   const auto at_init = [](const std::string& mode, Env extra) {
-    const ProbeResult r = Probe(mode, std::move(extra));
+    const ProbeResult r = Probe(mode, std::move(extra), "cuda-first");
     INFO(r.stderr_text);
     CHECK(r.values.at("scheduled_call") == "ok");
     return r;
@@ -119,18 +122,26 @@ TEST_CASE("A low process reaches the driver as a below-normal MPS client; others
             .values.at("mps_client_priority_at_init") == "unset");
   CHECK(at_init("passthrough", {{"GPUPRIO_PRIORITY", "low"}})
             .values.at("mps_client_priority_at_init") == "unset");
+  // Set but blank is no choice: the driver would read nothing from it.
+  CHECK(at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"CUDA_MPS_CLIENT_PRIORITY", " "}})
+            .values.at("mps_client_priority_at_init") == "1");
 }
 
-TEST_CASE("A high process that inherited a below-normal MPS priority is told once",
+TEST_CASE("A normal or high process that inherited a below-normal MPS priority is told once",
           "[hook][config][mps]") {
-  const ProbeResult r =
-      Probe("schedule", {{"GPUPRIO_PRIORITY", "high"}, {"CUDA_MPS_CLIENT_PRIORITY", "1"}});
-  INFO(r.stderr_text);
-  CHECK(r.values.at("mps_client_priority_at_init") == "1");
-  REQUIRE(r.gpuprio_lines.size() == 1);
-  CHECK(absl::StartsWith(r.gpuprio_lines[0],
-                         "gpuprio: warning: CUDA_MPS_CLIENT_PRIORITY=1 (a below-normal MPS client) "
-                         "in a process of priority 1"));
+  for (const char* priority : {"high", "normal"}) {
+    const ProbeResult r =
+        Probe("schedule", {{"GPUPRIO_PRIORITY", priority}, {"CUDA_MPS_CLIENT_PRIORITY", "1"}},
+              "cuda-first");
+    INFO(r.stderr_text);
+    CHECK(r.values.at("mps_client_priority_at_init") == "1");
+    REQUIRE(r.gpuprio_lines.size() == 1);
+    CHECK(absl::StartsWith(
+        r.gpuprio_lines[0],
+        absl::StrCat("gpuprio: warning: CUDA_MPS_CLIENT_PRIORITY=1 (a below-normal "
+                     "MPS client) in a process of priority ",
+                     std::string(priority) == "high" ? "1" : "0")));
+  }
 }
 
 }  // namespace

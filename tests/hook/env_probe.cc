@@ -1,11 +1,13 @@
 // Reports what a preloaded libgpuprio.so made of the environment, for the tests of configuration
 // end to end (env_handling_test) and of secure execution (secure_execution_test).
 //
-//   env_probe LIBCUDA [schedule]
+//   env_probe LIBCUDA [schedule|cuda-first]
 //
 // LIBCUDA (the fake driver) is dlopen()ed by absolute path before any CUDA call: a setuid program
 // ignores LD_LIBRARY_PATH, and gpuprio finds the driver already loaded by its soname. With
 // "schedule", one async memset goes through gpuprio's cuMemsetD8Async, which creates the scheduler
+// (with "cuda-first", the same before anything asks gpuprio's C API, whose answers start gpuprio:
+// the first use of gpuprio is then the dlsym lookup of cuInit)
 // and with it the tracer (GPUPRIO_TRACE, GPUPRIO_CUPTI_LIBRARY).
 // Prints key=value lines: at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio),
 // default_priority, scheduled_call, mps_client_priority_at_init (CUDA_MPS_CLIENT_PRIORITY as the
@@ -71,7 +73,7 @@ void ScheduledCall() {
         "cuMemsetD8Async");
   Check(Symbol<CUresult (*)(CUstream)>("cuStreamSynchronize")(stream), "cuStreamSynchronize");
   std::printf("scheduled_call=ok\n");
-  // What the driver found at its cuInit, which the probe's first lookup (through gpuprio) reached.
+  // What the driver found at its cuInit, reached through gpuprio's dlsym.
   char mps_priority[64] = "";
   const int set = Symbol<int (*)(char*, uint64_t)>("fakecuda_mps_client_priority_at_init")(
       mps_priority, sizeof mps_priority);
@@ -82,13 +84,15 @@ void ScheduledCall() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: env_probe LIBCUDA [schedule]\n");
+    std::fprintf(stderr, "usage: env_probe LIBCUDA [schedule|cuda-first]\n");
     return 2;
   }
   std::printf("at_secure=%lu ruid=%d euid=%d\n", getauxval(AT_SECURE), static_cast<int>(getuid()),
               static_cast<int>(geteuid()));
   std::fflush(stdout);
   if (dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == nullptr) Fail("dlopen of the driver");
+  const bool cuda_first = argc > 2 && std::strcmp(argv[2], "cuda-first") == 0;
+  if (cuda_first) ScheduledCall();
   if (dlsym(RTLD_DEFAULT, "gpuprio_mode") == nullptr) {
     std::printf("gpuprio_mode=absent\n");
   } else {

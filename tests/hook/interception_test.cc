@@ -114,6 +114,17 @@ TEST_CASE("A bad GPUPRIO_MODE gives one message and the program runs on unschedu
   CHECK(r.stderr_text.find(message, first + 1) == std::string::npos);
 }
 
+TEST_CASE("A -lcuda program's own cuInit starts gpuprio before the driver initialises",
+          "[hook][mps]") {
+  // The exported cuInit is gpuprio's: a low process reaches the driver as a below-normal MPS
+  // client even when its first CUDA call is cuInit itself.
+  const auto r = Run({Path("tests/fake_cuda/clients/lcuda_client"), "init"}, "schedule",
+                     {{"GPUPRIO_PRIORITY", "low"}});
+  INFO(r.stdout_text << r.stderr_text);
+  CHECK(r.exit_code == 0);
+  CHECK(r.stdout_text.find("mps_client_priority_at_init=1\n") != std::string::npos);
+}
+
 TEST_CASE("The exit summary counts every launch form by the path that delivered it", "[hook]") {
   const Env info = {{"GPUPRIO_LOG", "info"}};
   SECTION("like libcudart: cuGetProcAddress, legacy and per-thread") {

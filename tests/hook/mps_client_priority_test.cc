@@ -43,7 +43,8 @@ TEST_CASE("A value already set is never replaced", "[hook][mps]") {
   CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0").set_value.has_value());
 }
 
-TEST_CASE("A high process about to run as a below-normal client is told why", "[hook][mps]") {
+TEST_CASE("A normal or high process about to run as a below-normal client is told why",
+          "[hook][mps]") {
   const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(1), " 1 ");
   CHECK_FALSE(d.set_value.has_value());
   REQUIRE(d.warning.has_value());
@@ -51,8 +52,10 @@ TEST_CASE("A high process about to run as a below-normal client is told why", "[
         "CUDA_MPS_CLIENT_PRIORITY=1 (a below-normal MPS client) in a process of priority 1: under "
         "MPS its kernels yield SMs to other clients' work; unset it for this process (it is "
         "inherited from the parent's environment)");
-  // At normal the user may mean it (a normal job that yields to others): no warning.
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(0), "1").warning.has_value());
+  // At normal too: inherited from a low parent, it would make a normal job yield to others.
+  CHECK(DecideMpsClientPriority(WithPriority(0), "1").warning.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1").warning.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0").warning.has_value());
 }
 
 TEST_CASE("Off, passthrough and off modes leave the variable alone", "[hook][mps]") {

@@ -1,12 +1,16 @@
 // A fake client linked like an application built with -lcuda: DT_NEEDED libcuda.so.1 and plain
 // calls of the exported driver symbols (including _ptsz/_ptds names, as per-thread builds emit).
-// Usage: lcuda_client launch_forms|memcpy; exits 0 only if all checks pass.
+// Usage: lcuda_client launch_forms|memcpy|init; exits 0 only if all checks pass. `init` calls
+// cuInit first and prints CUDA_MPS_CLIENT_PRIORITY as the fake driver's cuInit found it
+// ("mps_client_priority_at_init=unset" or its value).
+#include <cuda.h>
+#include <dlfcn.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <cuda.h>
 
 #include "tests/fake_cuda/clients/client_check.h"
 
@@ -169,12 +173,26 @@ int Memcpy() {
 
 }  // namespace
 
+// The fake's control API, looked up at run time (this client links only the driver's names).
+int InitScenario() {
+  CheckCu(cuInit(0), "cuInit");
+  using AtInit = int (*)(char*, uint64_t);
+  auto at_init =
+      reinterpret_cast<AtInit>(dlsym(RTLD_DEFAULT, "fakecuda_mps_client_priority_at_init"));
+  Check(at_init != nullptr, "fakecuda_mps_client_priority_at_init found");
+  char value[64] = "";
+  const int set = at_init(value, sizeof value);
+  std::printf("mps_client_priority_at_init=%s\n", set != 0 ? value : "unset");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   fake_client::g_client_name = "lcuda_client";
-  if (argc != 2) Fail("usage: lcuda_client launch_forms|memcpy");
+  if (argc != 2) Fail("usage: lcuda_client launch_forms|memcpy|init");
   fake_client::g_scenario = argv[1];
   const std::string scenario = argv[1];
   if (scenario == "launch_forms") return LaunchForms();
   if (scenario == "memcpy") return Memcpy();
+  if (scenario == "init") return InitScenario();
   Fail("unknown scenario");
 }
