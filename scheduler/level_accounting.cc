@@ -30,6 +30,7 @@ void LevelAccounting::AdjustInFlight(int priority, int64_t delta_ops, int64_t de
                                          std::memory_order_relaxed);
   const int64_t now = SteadyNowNs();
   here_->NoteWork(priority, now);
+  here_->AdjustInFlight(priority, delta_ops);
   for (LevelLoad& c : counts_) {
     if (c.priority == priority) {
       c.in_flight_ops += delta_ops;

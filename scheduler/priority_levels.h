@@ -103,28 +103,45 @@ class DeviceLevels {
     for (std::atomic<int64_t>& stamp : last_work_ns_) {
       stamp.store(kNever, std::memory_order_relaxed);
     }
+    for (std::atomic<int64_t>& ops : in_flight_ops_) ops.store(0, std::memory_order_relaxed);
   }
   DeviceLevels(const DeviceLevels&) = delete;
   DeviceLevels& operator=(const DeviceLevels&) = delete;
 
   // `priority` had work on this device at `now_ns`. As PriorityLevels::NoteSubmit, the stamp is
   // written at most once a millisecond, so the threads of one level do not contend for it.
+  // A maximum, so a writer that read its clock earlier (a submit time, a preempted thread) never
+  // moves a stamp back.
   void NoteWork(int priority, int64_t now_ns) {
     std::atomic<int64_t>& stamp = last_work_ns_[ClampPriority(priority) - kMinPriority];
     if (now_ns - stamp.load(std::memory_order_relaxed) > kWorkTimeGranularityNs) {
-      stamp.store(now_ns, std::memory_order_relaxed);
+      base::AtomicMax(stamp, now_ns);
     }
-    if (max_seen_.load(std::memory_order_relaxed) < priority) base::AtomicMax(max_seen_, priority);
+    // Release, after the stamp: a reader that sees the level (acquire) sees its stamp.
+    int seen = max_seen_.load(std::memory_order_relaxed);
+    while (priority > seen &&
+           !max_seen_.compare_exchange_weak(seen, priority, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+    }
+  }
+
+  // The dispatcher: `delta` ops of `priority` entered (> 0) or left (< 0) the GPU here. Work in
+  // flight counts for the ceiling however long ago it was issued (a kernel may run for longer
+  // than the window).
+  void AdjustInFlight(int priority, int64_t delta) {
+    in_flight_ops_[ClampPriority(priority) - kMinPriority].fetch_add(delta,
+                                                                     std::memory_order_relaxed);
   }
 
   // The highest priority that ever had work here (below kMinPriority if none).
-  int MaxSeen() const { return max_seen_.load(std::memory_order_relaxed); }
+  int MaxSeen() const { return max_seen_.load(std::memory_order_acquire); }
 
-  // Whether `priority` had work here within `window_ns` of `now_ns`.
+  // Whether `priority` had work here within `window_ns` of `now_ns`, or has some in flight here.
   bool WorkWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
-    return now_ns - last_work_ns_[ClampPriority(priority) - kMinPriority].load(
-                        std::memory_order_relaxed) <=
-           static_cast<int64_t>(window_ns);
+    const int index = ClampPriority(priority) - kMinPriority;
+    return now_ns - last_work_ns_[index].load(std::memory_order_relaxed) <=
+               static_cast<int64_t>(window_ns) ||
+           in_flight_ops_[index].load(std::memory_order_relaxed) > 0;
   }
 
   // This device's ceiling: the highest level above `floor` that submitted work (anywhere in the
@@ -146,6 +163,7 @@ class DeviceLevels {
   // `now_ns - kNever` does not overflow.
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::min() / 2;
   std::atomic<int64_t> last_work_ns_[kPriorityLevels];
+  std::atomic<int64_t> in_flight_ops_[kPriorityLevels];
   std::atomic<int> max_seen_{kMinPriority - 1};
 };
 

@@ -211,16 +211,13 @@ int ForkDuringResolve() {
   StartWatchdog(60);
   // About 120 look-ups at 2 ms each: the resolve takes a quarter of a second.
   fakecuda_set_call_delay_ns("cuGetProcAddress_v2", 2000000);
-  Init();  // cuInit, the context and the module are not intercepted: nothing is resolved yet
   std::atomic<bool> started{false};
   std::atomic<bool> finished{false};
   std::thread first_call([&] {
-    CheckCu(cuCtxSetCurrent(g_driver.ctx), "cuCtxSetCurrent (thread)");
     started = true;
-    CUstream stream;  // the process's first intercepted call: it resolves the driver
-    CheckCu(cuStreamCreate(&stream, 0), "cuStreamCreate");
+    // The process's first intercepted call (cuInit is a pass-through row): it resolves the driver.
+    CheckCu(cuInit(0), "cuInit (thread)");
     finished = true;
-    CheckCu(cuStreamDestroy(stream), "cuStreamDestroy");
   });
   while (!started.load()) usleep(100);
   const int64_t deadline = NowUs() + 5000000;
@@ -232,6 +229,7 @@ int ForkDuringResolve() {
   int status = 0;
   const bool reaped = ReapWithin(pid, 20, &status);
   first_call.join();
+  Init();  // the context and the module, now that the driver is resolved
   std::printf("forked_mid_resolve=%d child_hung=%d child_exit=%d\n", mid_resolve ? 1 : 0,
               reaped ? 0 : 1, reaped && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   Check(mid_resolve, "the fork happened while the first call was resolving the driver");
