@@ -138,19 +138,24 @@ class DeviceLevels {
 
   // Whether `priority` had work here within `window_ns` of `now_ns`, or has some in flight here.
   bool WorkWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
-    const int index = ClampPriority(priority) - kMinPriority;
-    return now_ns - last_work_ns_[index].load(std::memory_order_relaxed) <=
-               static_cast<int64_t>(window_ns) ||
-           in_flight_ops_[index].load(std::memory_order_relaxed) > 0;
+    return InFlight(priority) ||
+           now_ns - last_work_ns_[ClampPriority(priority) - kMinPriority].load(
+                        std::memory_order_relaxed) <=
+               static_cast<int64_t>(window_ns);
+  }
+  bool InFlight(int priority) const {
+    return in_flight_ops_[ClampPriority(priority) - kMinPriority].load(std::memory_order_relaxed) >
+           0;
   }
 
-  // This device's ceiling: the highest level above `floor` that submitted work (anywhere in the
-  // process: `levels`) within `window_ns` of `now_ns` and had work here within it, else `floor`.
-  // Levels below it are on the in-flight budget. Costs a few loads per level between the floor
-  // and the highest level ever seen here (usually none or one).
+  // This device's ceiling: the highest level above `floor` that has work in flight here, or that
+  // submitted work (anywhere in the process: `levels`) within `window_ns` of `now_ns` and had
+  // work here within it; else `floor`. Levels below it are on the in-flight budget. Costs a few
+  // loads per level between the floor and the highest level ever seen here (usually none or one).
   int Ceiling(const PriorityLevels& levels, int floor, int64_t now_ns, uint64_t window_ns) const {
     for (int p = MaxSeen(); p > floor; --p) {
-      if (WorkWithin(p, now_ns, window_ns) && levels.SubmittedWithin(p, now_ns, window_ns)) {
+      if (InFlight(p) ||
+          (WorkWithin(p, now_ns, window_ns) && levels.SubmittedWithin(p, now_ns, window_ns))) {
         return p;
       }
     }

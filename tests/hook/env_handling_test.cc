@@ -104,9 +104,13 @@ TEST_CASE("A low process reaches the driver as a below-normal MPS client; others
     CHECK(r.values.at("scheduled_call") == "ok");
     return r;
   };
-  CHECK(
-      at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}}).values.at("mps_client_priority_at_init") ==
-      "1");
+  {
+    // Through gpuprio's dlsym on the driver's handle, as libcudart finds cuInit.
+    const ProbeResult r =
+        at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"GPUPRIO_LOG", "info"}});
+    CHECK(r.values.at("mps_client_priority_at_init") == "1");
+    CHECK(absl::StrContains(r.stderr_text, "calls api=cuInit total=1 dlsym=1 "));
+  }
   CHECK(
       at_init("schedule", {{"GPUPRIO_PRIORITY", "-7"}}).values.at("mps_client_priority_at_init") ==
       "1");

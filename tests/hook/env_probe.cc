@@ -6,8 +6,9 @@
 // LIBCUDA (the fake driver) is dlopen()ed by absolute path before any CUDA call: a setuid program
 // ignores LD_LIBRARY_PATH, and gpuprio finds the driver already loaded by its soname. With
 // "schedule", one async memset goes through gpuprio's cuMemsetD8Async, which creates the scheduler
-// (with "cuda-first", the same before anything asks gpuprio's C API, whose answers start gpuprio:
-// the first use of gpuprio is then the dlsym lookup of cuInit)
+// (with "cuda-first", the same before anything asks gpuprio's C API, whose answers start gpuprio,
+// and looked up in the driver's handle as libcudart does: the first use of gpuprio is then its
+// dlsym's lookup of cuInit)
 // and with it the tracer (GPUPRIO_TRACE, GPUPRIO_CUPTI_LIBRARY).
 // Prints key=value lines: at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio),
 // default_priority, scheduled_call, mps_client_priority_at_init (CUDA_MPS_CLIENT_PRIORITY as the
@@ -41,10 +42,14 @@ namespace {
   std::exit(1);
 }
 
+// Where the scheduled call's driver functions are looked up: RTLD_DEFAULT (the preloaded gpuprio's
+// exports come first), or in cuda-first mode the driver's own handle, as libcudart looks them up
+// (gpuprio's dlsym answers, and its first lookup of a cu* name starts gpuprio).
+void* g_lookup = RTLD_DEFAULT;
+
 template <typename Fn>
 Fn Symbol(const char* name) {
-  // RTLD_DEFAULT: the preloaded gpuprio comes first (and its dlsym answers this lookup).
-  void* symbol = dlsym(RTLD_DEFAULT, name);
+  void* symbol = dlsym(g_lookup, name);
   if (symbol == nullptr) Fail(name);
   return reinterpret_cast<Fn>(symbol);
 }
@@ -73,7 +78,7 @@ void ScheduledCall() {
         "cuMemsetD8Async");
   Check(Symbol<CUresult (*)(CUstream)>("cuStreamSynchronize")(stream), "cuStreamSynchronize");
   std::printf("scheduled_call=ok\n");
-  // What the driver found at its cuInit, reached through gpuprio's dlsym.
+  // What the driver found at its cuInit.
   char mps_priority[64] = "";
   const int set = Symbol<int (*)(char*, uint64_t)>("fakecuda_mps_client_priority_at_init")(
       mps_priority, sizeof mps_priority);
@@ -90,9 +95,14 @@ int main(int argc, char** argv) {
   std::printf("at_secure=%lu ruid=%d euid=%d\n", getauxval(AT_SECURE), static_cast<int>(getuid()),
               static_cast<int>(geteuid()));
   std::fflush(stdout);
-  if (dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == nullptr) Fail("dlopen of the driver");
+  void* driver = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+  if (driver == nullptr) Fail("dlopen of the driver");
   const bool cuda_first = argc > 2 && std::strcmp(argv[2], "cuda-first") == 0;
-  if (cuda_first) ScheduledCall();
+  if (cuda_first) {
+    g_lookup = driver;
+    ScheduledCall();
+    g_lookup = RTLD_DEFAULT;  // gpuprio's C API is gpuprio's, not the driver's
+  }
   if (dlsym(RTLD_DEFAULT, "gpuprio_mode") == nullptr) {
     std::printf("gpuprio_mode=absent\n");
   } else {

@@ -54,7 +54,7 @@ void CallInit(void* driver) {
   if (init == nullptr || init(0) != 0) Fail("cuInit");
 }
 
-// cuGetProcAddress_v2 is intercepted (cuInit is not): the exit summary counts it.
+// cuGetProcAddress_v2 is intercepted (and cuInit, passed through): the exit summary counts it.
 void CallGetProcAddress(void* driver) {
   const auto get = reinterpret_cast<GetProcAddressFn>(dlsym(driver, "cuGetProcAddress_v2"));
   void* entry = nullptr;

@@ -134,8 +134,11 @@ TEST_CASE("LevelAccounting: the ceiling is each device's own") {
   CHECK(gpu0.Ceiling(now) == 7);
   CHECK(gpu1.Ceiling(now) == 0);
   CHECK(gpu1.Ceiling(now, /*floor=*/-3) == -3);  // the op's own level: nothing above it here
-  // Work of a level that has not submitted within the window raises no ceiling, even here.
+  // A level that has not submitted within the window raises the ceiling only while it has work
+  // in flight here (a kernel issued long ago, still running).
   gpu1.AdjustInFlight(5, +1, 100);
+  CHECK(gpu1.Ceiling(now) == 5);
+  gpu1.AdjustInFlight(5, -1, -100);
   CHECK(gpu1.Ceiling(now) == 0);
   // Once level 7 has work on device 1 too, both devices are budgeted below it.
   gpu1.AdjustPending(7, +1, 100);
@@ -147,28 +150,16 @@ TEST_CASE("LevelAccounting: the ceiling is each device's own") {
   CHECK(gpu0.Ceiling(later) == 7);  // still queued
   gpu1.AdjustPending(7, -1, -100);  // stamped now, long before `later`
   CHECK(gpu1.Ceiling(later) == 0);
-  // Work in flight counts however long it runs: a kernel issued long before `later` and still
-  // running keeps the ceiling, here and in the stamps the fast path reads.
+  // Work in flight counts however long it runs, and whether or not its level still submits: a
+  // kernel issued long before `much_later` and still running keeps the ceiling, here and in what
+  // the fast path reads.
   gpu1.AdjustInFlight(7, +1, 100);
   const int64_t much_later = later + 2'000'000'000;
-  levels.NoteSubmit(7, much_later);
   CHECK(gpu1.Ceiling(much_later) == 7);
   CHECK(here[1].Ceiling(levels, 0, much_later, options.ceiling_window_ns) == 7);
   gpu1.AdjustInFlight(7, -1, -100);
   CHECK(gpu1.Ceiling(much_later) == 0);
   CHECK(here[1].Ceiling(levels, 0, much_later, options.ceiling_window_ns) == 0);
-}
-
-TEST_CASE("DeviceLevels: a stamp never moves back") {
-  PriorityLevels levels;
-  DeviceLevels here;
-  const int64_t now = 10'000'000'000;
-  levels.NoteSubmit(3, now);
-  here.NoteWork(3, now);
-  here.NoteWork(3, now - 900'000'000);  // an earlier clock reading, written late
-  CHECK(here.MaxSeen() == 3);
-  CHECK(here.WorkWithin(3, now + 400'000'000, 500'000'000));
-  CHECK(here.Ceiling(levels, 0, now + 400'000'000, 500'000'000) == 3);
 }
 
 TEST_CASE("LevelAccounting: the running ops below the ceiling are each stream's oldest") {

@@ -450,6 +450,24 @@ TEST_CASE(
   CHECK(s.TakeDeferredError(low->context) == CUDA_SUCCESS);  // reported once
 }
 
+TEST_CASE("A process-wide synchronisation brings work home from a twin with nothing queued",
+          "[scheduler]") {
+  ResetGpu();
+  SchedulerOptions options = Options();
+  options.isolation = gpuprio::scheduler::Isolation::kForce;  // every op through a twin
+  Scheduler s(options, gpuprio_test::ScriptedDriverWithGreenContexts());
+  StreamState* stream = Stream(s, 0xe002);
+  Submit(s, stream, 0, 1);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (stream->HasUnissued() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE_FALSE(stream->HasUnissued());
+  REQUIRE(stream->away.load());  // issued on its twin, nothing queued
+  s.WaitAll();
+  CHECK_FALSE(stream->away.load());
+}
+
 TEST_CASE("A capture stops the dispatchers after issuing everything, and its end restarts them",
           "[scheduler]") {
   ResetGpu();
