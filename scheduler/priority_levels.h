@@ -136,13 +136,14 @@ class DeviceLevels {
   // The highest priority that ever had work here (below kMinPriority if none).
   int MaxSeen() const { return max_seen_.load(std::memory_order_acquire); }
 
-  // Whether `priority` had work here within `window_ns` of `now_ns`, or has some in flight here.
+  // Whether `priority` had work here (submitted, queued, issued or completed) within `window_ns`
+  // of `now_ns`.
   bool WorkWithin(int priority, int64_t now_ns, uint64_t window_ns) const {
-    return InFlight(priority) ||
-           now_ns - last_work_ns_[ClampPriority(priority) - kMinPriority].load(
+    return now_ns - last_work_ns_[ClampPriority(priority) - kMinPriority].load(
                         std::memory_order_relaxed) <=
-               static_cast<int64_t>(window_ns);
+           static_cast<int64_t>(window_ns);
   }
+  // Whether `priority` has work in flight here now.
   bool InFlight(int priority) const {
     return in_flight_ops_[ClampPriority(priority) - kMinPriority].load(std::memory_order_relaxed) >
            0;

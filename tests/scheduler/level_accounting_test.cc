@@ -80,6 +80,8 @@ TEST_CASE("LevelAccounting: per-level work, with the shared counters in step") {
   CHECK(here.WorkWithin(5, high->last_busy_ns, 0));
   CHECK(here.WorkWithin(-3, low->last_busy_ns, 0));
   CHECK_FALSE(here.WorkWithin(4, high->last_busy_ns, 1'000'000'000));
+  CHECK(here.InFlight(-3));
+  CHECK_FALSE(here.InFlight(5));
 
   // The queued ops go in flight, then complete: the level stays listed, empty.
   a.AdjustPending(5, -2, -3000);

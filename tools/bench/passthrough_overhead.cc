@@ -44,15 +44,12 @@ int main(int argc, char** argv) {
   auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(lib, "cuGetProcAddress_v2"));
   void* launch_fn = nullptr;
   void* query_fn = nullptr;
-  CUdriverProcAddressQueryResult status;
-  if (gpa == nullptr || gpa("cuLaunchKernel", &launch_fn, 12000, 0, &status) != CUDA_SUCCESS ||
-      gpa("cuStreamQuery", &query_fn, 12000, 0, &status) != CUDA_SUCCESS) {
-    std::fprintf(stderr, "passthrough_overhead: lookups failed\n");
-    return 1;
-  }
   void* create_fn = nullptr;
   void* ctx_sync_fn = nullptr;
-  if (gpa("cuStreamCreateWithPriority", &create_fn, 12000, 0, &status) != CUDA_SUCCESS ||
+  CUdriverProcAddressQueryResult status;
+  if (gpa == nullptr || gpa("cuLaunchKernel", &launch_fn, 12000, 0, &status) != CUDA_SUCCESS ||
+      gpa("cuStreamQuery", &query_fn, 12000, 0, &status) != CUDA_SUCCESS ||
+      gpa("cuStreamCreateWithPriority", &create_fn, 12000, 0, &status) != CUDA_SUCCESS ||
       gpa("cuCtxSynchronize", &ctx_sync_fn, 12000, 0, &status) != CUDA_SUCCESS) {
     std::fprintf(stderr, "passthrough_overhead: lookups failed\n");
     return 1;

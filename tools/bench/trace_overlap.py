@@ -113,8 +113,9 @@ def analyse(server, batch, idle_ns):
     rows = []
     j = 0
     for start, end, busy, intervals in requests:
-        # Batch slices are sorted by start; skip those that ended before this request.
-        while j < len(batch) and batch[j][1] <= start and batch[j][0] < start - 10**9:
+        # Batch slices are sorted by start: those at the front that ended before this request
+        # ended before every later one too.
+        while j < len(batch) and batch[j][1] <= start:
             j += 1
         carried = admitted = 0
         carried_ops = admitted_ops = 0
