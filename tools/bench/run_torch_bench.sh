@@ -53,6 +53,10 @@
 #   train          the ResNet-18 server beside ResNet-50 training (--batch-job resnet50-train: bf16
 #                  autocast, AdamW, batch LOW_BATCH, here 256 by default), its rate in samples/s
 #   decoder-train  the decoder server beside ResNet-50 training
+#   decoder-idle   the decoder server beside an idle client (--batch-job idle: its context and model
+#                  loaded, nothing launched): what a second process merely attached to the GPU costs
+#                  the server (under MPS, one more client of the server); run with TORCH_CONFIGS
+#                  "alone native gpuprio" (its batch rate is 0 by construction)
 # Output named NAME_PAIR[_mps].* for any pair but resnet (e.g. torch_two_process_decoder.json,
 # torch_threads_train_mps.txt); DECODE_BATCH other than 1 adds _bDECODE_BATCH to the pair's name.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
@@ -78,7 +82,8 @@ case "$pair" in
   decoder) pair_args=(--server decoder --decode-batch "$decode_batch") ;;
   train) pair_args=(--batch-job resnet50-train) ;;
   decoder-train) pair_args=(--server decoder --decode-batch "$decode_batch" --batch-job resnet50-train) ;;
-  *) echo "run_torch_bench: unknown PAIR '$pair' (resnet, decoder, train or decoder-train)" >&2; exit 2 ;;
+  decoder-idle) pair_args=(--server decoder --decode-batch "$decode_batch" --batch-job idle) ;;
+  *) echo "run_torch_bench: unknown PAIR '$pair' (resnet, decoder, train, decoder-train or decoder-idle)" >&2; exit 2 ;;
 esac
 if [[ "$pair" == *train ]]; then
   low_batch="${LOW_BATCH:-256}"

@@ -656,6 +656,8 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
     res.update(extra or {})
     torch, dev, dtype, model, sync, info = loaded or setup(a, "low", low_model(a))
     res.update(info)
+    if a.batch_job == "idle":
+        return idle_low(a, torch, dev, sync, res, local_peer)
     if train:
         # Training needs autograd: no inference mode; the step's own hook (threads form, gpuprio)
         # gives autograd's device thread the low priority too.
@@ -711,6 +713,32 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
         res["error"] = "fewer than two measured batches"
     else:
         res["ok"] = True
+    return res
+
+
+def idle_low(a, torch, dev, sync, res, local_peer):
+    """The idle batch job: a CUDA context with its model loaded and nothing launched after one warm-up
+    op, until stopped. It tells what a second client merely attached to the GPU (under MPS: one more
+    client of the server) costs the high job, apart from any work of its own."""
+    torch.ones(1, device=dev).add_(1)
+    sync()
+    peer = local_peer if local_peer is not None else Peer.create(a.peer) if a.peer else None
+    t0 = time.monotonic_ns()
+    if peer:
+        peer.publish(0, t0, 1)  # ready: the high job waits for one completed "batch"
+    deadline = t0 + int(a.seconds * 1e9)
+    stopped_by = "seconds"
+    while time.monotonic_ns() < deadline:
+        if peer and peer.stop_requested():
+            stopped_by = "peer"
+            break
+        if a.stop_file and os.path.exists(a.stop_file):
+            stopped_by = "stop-file"
+            break
+        time.sleep(0.005)
+    res.update(stopped_by=stopped_by, batches=0, images=0, own_window_s=(time.monotonic_ns() - t0) / 1e9,
+               own_images_per_s=0.0, ok=True)
+    log("low", "idle: stopped by %s after %.1f s" % (stopped_by, res["own_window_s"]))
     return res
 
 
@@ -1193,8 +1221,9 @@ def job_commands(sub):
         # The pair, in common too: the record of either job says which models ran.
         s.add_argument("--server", choices=["resnet18", "decoder"], default="resnet18",
                        help="the high job: ResNet-18 batch 1, or the decoder (make_decoder) generating tokens")
-        s.add_argument("--batch-job", choices=["resnet50-infer", "resnet50-train"], default="resnet50-infer",
-                       help="the low job: ResNet-50 inference, or training steps (bf16 autocast, AdamW)")
+        s.add_argument("--batch-job", choices=["resnet50-infer", "resnet50-train", "idle"], default="resnet50-infer",
+                       help="the low job: ResNet-50 inference, training steps (bf16 autocast, AdamW), or idle "
+                       "(its context and model loaded, nothing launched: what an attached client alone costs)")
         s.add_argument("--decode-batch", type=int, default=1, help="the decoder's batch (sequences a request)")
         s.add_argument("--prompt-tokens", type=int, default=32)
         s.add_argument("--gen-tokens", type=int, default=32, help="output tokens a request, the first included")
