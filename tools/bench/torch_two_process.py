@@ -677,6 +677,9 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
         if dev.type == "cuda":
             res["max_memory_allocated_gb"] = round(torch.cuda.max_memory_allocated(dev) / 2**30, 2)
         log("low", "warm-up: %d batches of %d in %.2f s" % (a.warmup_batches, batch, res["warmup_s"]))
+        if a.idle_after_warmup:
+            res["idle_after_warmup"] = True
+            return idle_low(a, torch, dev, sync, res, local_peer)
         peer = local_peer if local_peer is not None else Peer.create(a.peer) if a.peer else None
         deadline = time.monotonic_ns() + int(a.seconds * 1e9)
         images = batches = 0
@@ -722,6 +725,9 @@ def idle_low(a, torch, dev, sync, res, local_peer):
     client of the server) costs the high job, apart from any work of its own."""
     torch.ones(1, device=dev).add_(1)
     sync()
+    if a.idle_empty_cache and dev.type == "cuda":
+        torch.cuda.empty_cache()  # the caching allocator's free blocks go back to the driver
+        res["memory_reserved_gb"] = round(torch.cuda.memory_reserved(dev) / 2**30, 2)
     peer = local_peer if local_peer is not None else Peer.create(a.peer) if a.peer else None
     t0 = time.monotonic_ns()
     if peer:
@@ -1224,6 +1230,11 @@ def job_commands(sub):
         s.add_argument("--batch-job", choices=["resnet50-infer", "resnet50-train", "idle"], default="resnet50-infer",
                        help="the low job: ResNet-50 inference, training steps (bf16 autocast, AdamW), or idle "
                        "(its context and model loaded, nothing launched: what an attached client alone costs)")
+        s.add_argument("--idle-after-warmup", action="store_true",
+                       help="the low job runs its warm-up batches (its memory, streams and libraries set up "
+                       "as when it runs), then idles as --batch-job idle does")
+        s.add_argument("--idle-empty-cache", action="store_true",
+                       help="an idle low job first returns the caching allocator's free memory to the driver")
         s.add_argument("--decode-batch", type=int, default=1, help="the decoder's batch (sequences a request)")
         s.add_argument("--prompt-tokens", type=int, default=32)
         s.add_argument("--gen-tokens", type=int, default=32, help="output tokens a request, the first included")
