@@ -4,6 +4,7 @@ tools/bench/torch_two_process.py (the decoder server, the ResNet-50 training bat
 MPS cost benchmark (tools/bench/run_mps_cost_bench.sh, mps_cost_report.py):
   - token_stats (time to first token, time per output token), low_batch / low_model, and the
     jobs' argument parsing (the defaults of today's command lines unchanged, the new choices);
+  - the idle batch job (idle_low) with a stand-in for torch;
   - tools/bench/torch_kernel_geometry.py's residency, one-wave SMs, shares and reserve prediction;
   - tools/bench/trace_overlap.py on synthetic traces of a server and a batch job: requests, batch
     work carried in and admitted, the time beside the server's kernels;
@@ -11,7 +12,7 @@ MPS cost benchmark (tools/bench/run_mps_cost_bench.sh, mps_cost_report.py):
     p50/p99 pooled over the rounds and against alone, the samples/s wording, the per-request lists
     left out of the report's runs; and a ResNet pair's table without any of it;
   - run_torch_bench.sh end to end with a stand-in python (the jobs answered, record and report for
-    real) for PAIR=decoder DECODE_BATCH=8, PAIR=train --threads, HIGH_CPUS / LOW_CPUS and an unknown
+    real) for PAIR=decoder DECODE_BATCH=8, PAIR=train --threads, PAIR=decoder-idle, HIGH_CPUS / LOW_CPUS and an unknown
     PAIR: the flags each job got, the low batch, the output names, the CPUs each process ran on;
   - mps_cost_report.py on synthetic runs (ratios against the same round's native run, the spread
     between rounds), and run_mps_cost_bench.sh end to end with stand-ins for .gpu/interference,
@@ -79,6 +80,13 @@ def pure_parts(d):
     check("threads: the pair's options and the decoder's shape parse",
           a.server == "decoder" and a.decode_batch == 8 and a.gen_tokens == 64 and a.prompt_tokens == 32 and
           a.layers == 8 and a.d_model == 1024 and a.heads == 8 and a.vocab == 32000 and ttp.low_batch(a) == 256, vars(a))
+    a = p.parse_args(["low", "--result", "r.json", "--batch-job", "idle"])
+    check("low --batch-job idle parses; neither idle flag by default",
+          a.batch_job == "idle" and not a.idle_after_warmup and not a.idle_empty_cache, vars(a))
+    a = p.parse_args(["high", "--result", "r.json", "--batch-job", "resnet50-train", "--idle-after-warmup",
+                      "--idle-empty-cache"])
+    check("the idle flags parse for either job (TORCH_ARGS reaches both)",
+          a.idle_after_warmup and a.idle_empty_cache, vars(a))
     try:
         with open(os.devnull, "w") as null:
             old, sys.stderr = sys.stderr, null
@@ -90,6 +98,53 @@ def pure_parts(d):
     except SystemExit:
         bad = True
     check("high: an unknown --server is refused", bad)
+
+
+def idle_job(d):
+    """idle_low with a stand-in for torch: one warm-up op, the peer told it is ready (one "batch",
+    no images), the stop file obeyed, a result that says it ran and launched nothing."""
+    launched = []
+
+    class Tensor:
+        def add_(self, v):
+            launched.append("add_")
+            return self
+
+    class Cuda:
+        @staticmethod
+        def empty_cache():
+            launched.append("empty_cache")
+
+        @staticmethod
+        def memory_reserved(dev):
+            return 3 * 2**30
+
+    class Torch:
+        cuda = Cuda
+
+        @staticmethod
+        def ones(n, device=None):
+            launched.append("ones")
+            return Tensor()
+
+    class Dev:
+        type = "cuda"
+
+    p = parser()
+    peer_path = os.path.join(d, "idle.peer")
+    stop = write(d, "idle.stop", "")
+    a = p.parse_args(["low", "--result", "r.json", "--batch-job", "idle", "--peer", peer_path, "--stop-file", stop,
+                      "--seconds", "30", "--idle-empty-cache"])
+    syncs = []
+    res = ttp.idle_low(a, Torch, Dev(), lambda: syncs.append(1), {"role": "low", "ok": False}, None)
+    peer = ttp.Peer.open(peer_path, 5, "high")
+    images, _, batches = peer.read()
+    check("idle job: one warm-up op and a sync, the cache returned, nothing else launched",
+          launched == ["ones", "add_", "empty_cache"] and syncs == [1], (launched, syncs))
+    check("idle job: the peer says ready (one batch, no images)", images == 0 and batches == 1, (images, batches))
+    check("idle job: stopped by the stop file at once, ok, no images, its reserved memory recorded",
+          res["ok"] and res["stopped_by"] == "stop-file" and res["images"] == 0 and res["own_images_per_s"] == 0.0
+          and res["own_window_s"] < 5 and res["memory_reserved_gb"] == 3.0, res)
 
 
 # --- record / brief / report of the new pairs ---
@@ -435,6 +490,14 @@ def torch_runner(d):
     check("HIGH_CPUS / LOW_CPUS: the table's last line says where each process ran",
           "high process on CPUs %s, low on %s (taskset)" % (high_cpu, low_cpu) in txt, txt[-600:])
 
+    p, out, calls = go("idle", [], PAIR="decoder-idle", TORCH_CONFIGS="alone native")
+    names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    check("PAIR=decoder-idle: exit 0, output named torch_two_process_decoder-idle.*, every job got "
+          "--server decoder --batch-job idle",
+          p.returncode == 0 and "torch_two_process_decoder-idle.json" in names and len(calls) == 3 and
+          all(c[c.index("--server") + 1] == "decoder" and c[c.index("--batch-job") + 1] == "idle" for c in calls),
+          p.stdout[-1500:] + p.stderr[-500:] + str(names) + str(calls))
+
     p, out, calls = go("bogus", [], PAIR="llama")
     check("an unknown PAIR: exit 2, nothing run", p.returncode == 2 and not calls and "unknown PAIR" in p.stderr,
           p.stdout + p.stderr)
@@ -650,7 +713,7 @@ def mps_runner(d):
 def main():
     d = tempfile.mkdtemp(prefix="torch_pairs_selftest.")
     try:
-        for step in (pure_parts, kernel_geometry, records_and_report, trace_overlap, torch_runner, mps_report,
+        for step in (pure_parts, idle_job, kernel_geometry, records_and_report, trace_overlap, torch_runner, mps_report,
                      mps_runner):
             sub = os.path.join(d, step.__name__)
             os.makedirs(sub)
