@@ -3,6 +3,8 @@
 // The constructor only registers the exit and fork handlers: most processes that load the library
 // never use CUDA, and everything else waits for the first use (hook/process_start.h). It makes no
 // CUDA call (another library may not even have loaded libcuda yet).
+#include "hook/lifecycle.h"
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -85,10 +87,18 @@ void ChildAfterFork() {
   UnlockStartInChild();
 }
 
-__attribute__((constructor)) void InitializeGpuprio() {
-  std::atexit(AtExit);
-  pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
-}
+__attribute__((constructor)) void InitializeGpuprio() { RegisterProcessHandlers(); }
 
 }  // namespace
+
+void RegisterProcessHandlers() {
+  // A function-local static: a second thread waits until the first has registered both.
+  static const bool registered = [] {
+    std::atexit(AtExit);
+    pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+    return true;
+  }();
+  (void)registered;
+}
+
 }  // namespace gpuprio::hook

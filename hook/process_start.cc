@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cupti_tracer/trace_path_pattern.h"
 #include "hook/config.h"
+#include "hook/lifecycle.h"
 #include "hook/mps_client_priority.h"
 #include "hook/thread_state.h"
 #include "scheduler/base/abseil_fork_safety.h"
@@ -104,6 +105,8 @@ void Announce() {
 
 void StartGpuprio() {
   if (g_started.load(std::memory_order_acquire) || t_starting) return;
+  // Before the gate: the fork handlers take it, and registering them waits for a fork under way.
+  RegisterProcessHandlers();
   pthread_mutex_lock(&g_fork_gate);
   if (!g_started.load(std::memory_order_relaxed)) {
     t_starting = true;

@@ -1,5 +1,6 @@
 // Interception end to end against the fake driver: the probe and the fake clients run as
 // subprocesses, natively and with libgpuprio.so preloaded, and their reports are compared.
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -123,6 +124,42 @@ TEST_CASE("A -lcuda program's own cuInit starts gpuprio before the driver initia
   INFO(r.stdout_text << r.stderr_text);
   CHECK(r.exit_code == 0);
   CHECK(r.stdout_text.find("mps_client_priority_at_init=1\n") != std::string::npos);
+}
+
+TEST_CASE("A library that uses CUDA in its constructor, before gpuprio's own, is scheduled",
+          "[hook]") {
+  // The loader runs the program's dependencies' constructors before a preloaded library's, so
+  // gpuprio starts, creates its scheduler and takes the library's launch before its own
+  // constructor has run: nothing may depend on that constructor, the exit handlers are
+  // registered once (one exit summary), and in their order: the summary after the dispatchers
+  // have stopped (a dispatcher's CPU time is added when its thread ends; with every op sent
+  // through the dispatcher, 1000 ops make it far from 0).
+  const auto r =
+      Run({Path("tests/fake_cuda/clients/cuda_in_constructor_client")}, "schedule",
+          {{"GPUPRIO_LOG", "info"}, {"GPUPRIO_DIRECT_ISSUE", "0"}, {"LD_DEBUG", "libs"}});
+  INFO(r.stdout_text << r.stderr_text);
+  CHECK(r.stdout_text.find("after_constructor ok") != std::string::npos);
+  // The premise: the library's constructor ran before libgpuprio's.
+  const size_t library_init = r.stderr_text.find("calling init: ");
+  const size_t library = r.stderr_text.find("libcuda_in_constructor.so", library_init);
+  const size_t gpuprio = r.stderr_text.find("libgpuprio.so", library_init);
+  REQUIRE(library != std::string::npos);
+  REQUIRE(gpuprio != std::string::npos);
+  CHECK(r.stderr_text.rfind("calling init: ", library) <
+        r.stderr_text.rfind("calling init: ", gpuprio));
+  const size_t summary = r.stderr_text.find("gpuprio: info: call summary:");
+  REQUIRE(summary != std::string::npos);
+  CHECK(r.stderr_text.find("gpuprio: info: call summary:", summary + 1) == std::string::npos);
+  const auto calls = CallSummary(r.stderr_text);
+  REQUIRE(calls.count("cuLaunchKernel") == 1);
+  CHECK(calls.at("cuLaunchKernel").at("exported") == 1001);
+  // The library's launch went through the scheduler with the program's: 1001 ops of one level.
+  CHECK(r.stderr_text.find("gpuprio: info: priority=0 (normal) ops=1001 ") != std::string::npos);
+  const size_t dispatcher = r.stderr_text.find("gpuprio: info: dispatcher device=0 cpu_ms=");
+  REQUIRE(dispatcher != std::string::npos);
+  CHECK(r.stderr_text.compare(
+            dispatcher + std::strlen("gpuprio: info: dispatcher device=0 cpu_ms="), 5, "0.00 ") !=
+        0);
 }
 
 TEST_CASE("The exit summary counts every launch form by the path that delivered it", "[hook]") {

@@ -1,0 +1,39 @@
+// A shared library that uses CUDA in its constructor, as libraries with static CUDA state do. A
+// program that links it runs that constructor before a preloaded libgpuprio.so's own (the loader
+// initialises the program's dependencies before the preloaded libraries), so gpuprio starts, and
+// schedules work, before its constructor has run. CudaInConstructorBuffer() returns the buffer
+// the constructor filled (128 words of 7) on the primary context's legacy stream, unsynchronised.
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "tests/fake_cuda/clients/client_check.h"
+
+namespace {
+
+CUdeviceptr g_buffer = 0;
+CUmodule g_module = nullptr;
+
+__attribute__((constructor)) void UseCudaAtLoad() {
+  using fake_client::CheckCu;
+  CheckCu(cuInit(0), "constructor: cuInit");
+  CUdevice dev;
+  CheckCu(cuDeviceGet(&dev, 0), "constructor: cuDeviceGet");
+  CUcontext ctx;
+  CheckCu(cuDevicePrimaryCtxRetain(&ctx, dev), "constructor: cuDevicePrimaryCtxRetain");
+  CheckCu(cuCtxSetCurrent(ctx), "constructor: cuCtxSetCurrent");
+  static const char kImage[] = "fake module image";
+  CheckCu(cuModuleLoadData(&g_module, kImage), "constructor: cuModuleLoadData");
+  CUfunction fill;
+  CheckCu(cuModuleGetFunction(&fill, g_module, "fill_u32"), "constructor: fill_u32");
+  CheckCu(cuMemAlloc(&g_buffer, 128 * 4), "constructor: cuMemAlloc");
+  uint32_t value = 7, count = 128;
+  void* args[] = {&g_buffer, &value, &count};
+  CheckCu(cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr),
+          "constructor: cuLaunchKernel");
+}
+
+}  // namespace
+
+extern "C" CUdeviceptr CudaInConstructorBuffer() { return g_buffer; }
+extern "C" CUmodule CudaInConstructorModule() { return g_module; }
