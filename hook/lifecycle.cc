@@ -8,9 +8,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "hook/call_counters.h"
 #include "hook/config.h"
@@ -92,13 +94,13 @@ __attribute__((constructor)) void InitializeGpuprio() { RegisterProcessHandlers(
 }  // namespace
 
 void RegisterProcessHandlers() {
-  // A function-local static: a second thread waits until the first has registered both.
-  static const bool registered = [] {
-    std::atexit(AtExit);
-    pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
-    return true;
-  }();
-  (void)registered;
+  // A flag, not a function-local static: a fork while another thread is inside a static's
+  // initialisation would leave the child's first call waiting for ever. Both callers run before
+  // main in practice (the constructor, or the start from another library's constructor).
+  ABSL_CONST_INIT static std::atomic<bool> registered{false};
+  if (registered.exchange(true, std::memory_order_acq_rel)) return;
+  std::atexit(AtExit);
+  pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
 }
 
 }  // namespace gpuprio::hook
