@@ -146,6 +146,23 @@ def idle_job(d):
           res["ok"] and res["stopped_by"] == "stop-file" and res["images"] == 0 and res["own_images_per_s"] == 0.0
           and res["own_window_s"] < 5 and res["memory_reserved_gb"] == 3.0, res)
 
+    # The paths real runs take: the high job's stop word, through the peer file (two processes) and
+    # through a LocalPeer (threads form), while the idle job waits.
+    import threading
+    for form in ("peer file", "LocalPeer"):
+        path = os.path.join(d, "idle2.peer")
+        a = p.parse_args(["low", "--result", "r.json", "--batch-job", "idle", "--seconds", "60"] +
+                         (["--peer", path] if form == "peer file" else []))
+        local = ttp.LocalPeer() if form == "LocalPeer" else None
+        out = {}
+        t = threading.Thread(target=lambda: out.update(ttp.idle_low(a, Torch, Dev(), lambda: None, {}, local)))
+        t.start()
+        peer = local.wait_running(10) if local else ttp.Peer.open(path, 10, "high")
+        peer.stop()
+        t.join(20)
+        check("idle job (%s): ready, then stopped by the high job's stop word" % form,
+              not t.is_alive() and out.get("stopped_by") == "peer" and out.get("own_window_s", 99) < 20, out)
+
 
 # --- record / brief / report of the new pairs ---
 
@@ -321,7 +338,8 @@ threads = a[1] == "threads"
 if threads:
     base.update(form="threads", priority_set=base["preloaded"], env_priority="")
 decoder = opt("--server", "resnet18") == "decoder"
-train = opt("--batch-job", "resnet50-infer") == "resnet50-train"
+batch_job = opt("--batch-job", "resnet50-infer")
+train = batch_job == "resnet50-train"
 def high(peer):
     res = dict(base, role="high", model="decoder" if decoder else "resnet18", requests=20, requests_done=20,
                rate_per_s=20, latency_ms=[3.0] * 20, p50_ms=3.0, p99_ms=3.0)
@@ -334,7 +352,7 @@ def high(peer):
     return res
 def low(stopped_by):
     return dict(base, role="low", model="resnet50-train" if train else "resnet50", batch=opt("--batch", 0),
-                batch_job="resnet50-train" if train else "resnet50-infer", own_images_per_s=1000.0,
+                batch_job=batch_job, own_images_per_s=0.0 if batch_job == "idle" else 1000.0,
                 stopped_by=stopped_by)
 def put(path, res):
     with open(path, "w") as fh:
@@ -490,13 +508,15 @@ def torch_runner(d):
     check("HIGH_CPUS / LOW_CPUS: the table's last line says where each process ran",
           "high process on CPUs %s, low on %s (taskset)" % (high_cpu, low_cpu) in txt, txt[-600:])
 
-    p, out, calls = go("idle", [], PAIR="decoder-idle", TORCH_CONFIGS="alone native")
+    p, out, calls = go("idle", [], PAIR="decoder-idle")
     names = sorted(os.listdir(out)) if os.path.isdir(out) else []
-    check("PAIR=decoder-idle: exit 0, output named torch_two_process_decoder-idle.*, every job got "
-          "--server decoder --batch-job idle",
-          p.returncode == 0 and "torch_two_process_decoder-idle.json" in names and len(calls) == 3 and
+    check("PAIR=decoder-idle: exit 0, output named torch_two_process_decoder-idle.*, alone, native and gpuprio "
+          "by default (no low-alone), every job got --server decoder --batch-job idle",
+          p.returncode == 0 and "torch_two_process_decoder-idle.json" in names and len(calls) == 5 and
           all(c[c.index("--server") + 1] == "decoder" and c[c.index("--batch-job") + 1] == "idle" for c in calls),
           p.stdout[-1500:] + p.stderr[-500:] + str(names) + str(calls))
+    txt = open(os.path.join(out, "torch_two_process_decoder-idle.txt")).read() if p.returncode == 0 else ""
+    check("PAIR=decoder-idle: the table says the low job was idle", "low: idle: its CUDA context" in txt, txt[:1500])
 
     p, out, calls = go("bogus", [], PAIR="llama")
     check("an unknown PAIR: exit 2, nothing run", p.returncode == 2 and not calls and "unknown PAIR" in p.stderr,

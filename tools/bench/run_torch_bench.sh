@@ -55,8 +55,8 @@
 #   decoder-train  the decoder server beside ResNet-50 training
 #   decoder-idle   the decoder server beside an idle client (--batch-job idle: its context and model
 #                  loaded, nothing launched): what a second process merely attached to the GPU costs
-#                  the server (under MPS, one more client of the server); run with TORCH_CONFIGS
-#                  "alone native gpuprio" (its batch rate is 0 by construction)
+#                  the server (under MPS, one more client of the server); its configurations are
+#                  "alone native gpuprio" unless TORCH_CONFIGS says (its batch rate is 0 by construction)
 # Output named NAME_PAIR[_mps].* for any pair but resnet (e.g. torch_two_process_decoder.json,
 # torch_threads_train_mps.txt); DECODE_BATCH other than 1 adds _bDECODE_BATCH to the pair's name.
 # Environment: ROUNDS, REQUESTS, RATE, LOW_BATCH, LOW_SECONDS (12), TORCH_TIMEOUT, TORCH_BUDGET,
@@ -233,7 +233,10 @@ run_config() {
   record_pair "$script" "$t0" result "r$round $config" high low "${rec[@]}"
 }
 
-read_configs run_torch_bench TORCH_CONFIGS "alone low-alone native gpuprio" \
+# An idle batch job has no rate to compare: no low-alone run by default.
+default_configs="alone low-alone native gpuprio"
+[[ "$pair" == decoder-idle ]] && default_configs="alone native gpuprio"
+read_configs run_torch_bench TORCH_CONFIGS "$default_configs" \
   alone alone-gpuprio low-alone native gpuprio gpuprio-b
 ((native_only)) && configs=(alone low-alone native)
 run_rounds run_config "${configs[@]}"

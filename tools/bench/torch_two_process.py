@@ -695,13 +695,8 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
                 peer.publish(images, t, batches)
             first = first or (images, t)
             last = (images, t)
-            if peer and peer.stop_requested():
-                stopped_by = "peer"
-                break
-            if a.stop_file and os.path.exists(a.stop_file):
-                stopped_by = "stop-file"
-                break
-            if t >= deadline:
+            stopped_by = stop_reason(a, peer) or stopped_by
+            if stopped_by != "seconds" or t >= deadline:
                 break
     res["stopped_by"] = stopped_by
     if extra and "backward_threads" in extra:  # filled in by the backward passes (threads form)
@@ -717,6 +712,16 @@ def run_low(a, loaded=None, local_peer=None, extra=None):
     else:
         res["ok"] = True
     return res
+
+
+def stop_reason(a, peer):
+    """Why the low job should stop now: "peer" (the high job asked), "stop-file" (the runner's
+    file exists), or None."""
+    if peer and peer.stop_requested():
+        return "peer"
+    if a.stop_file and os.path.exists(a.stop_file):
+        return "stop-file"
+    return None
 
 
 def idle_low(a, torch, dev, sync, res, local_peer):
@@ -735,13 +740,10 @@ def idle_low(a, torch, dev, sync, res, local_peer):
     deadline = t0 + int(a.seconds * 1e9)
     stopped_by = "seconds"
     while time.monotonic_ns() < deadline:
-        if peer and peer.stop_requested():
-            stopped_by = "peer"
+        stopped_by = stop_reason(a, peer) or stopped_by
+        if stopped_by != "seconds":
             break
-        if a.stop_file and os.path.exists(a.stop_file):
-            stopped_by = "stop-file"
-            break
-        time.sleep(0.005)
+        time.sleep(0.02)  # rare wake-ups: in the threads form each takes the interpreter lock
     res.update(stopped_by=stopped_by, batches=0, images=0, own_window_s=(time.monotonic_ns() - t0) / 1e9,
                own_images_per_s=0.0, ok=True)
     log("low", "idle: stopped by %s after %.1f s" % (stopped_by, res["own_window_s"]))
@@ -1109,6 +1111,9 @@ def build(runs):
         "low_batch": lj.get("batch"), "image_size": hj.get("image_size") or lj.get("image_size"),
         "low_max_memory_gb": lj.get("max_memory_allocated_gb"),
         "low_batch_job": lj.get("batch_job") or "resnet50-infer",
+        # The low job ran its warm-up, then idled (--idle-after-warmup); with its cache emptied.
+        "low_idle_after_warmup": bool(lj.get("idle_after_warmup")),
+        "low_idle_empty_cache": lj.get("memory_reserved_gb") is not None,
         # The decoder server's shape (None for ResNet-18).
         "decode_batch": hj.get("decode_batch"), "prompt_tokens": hj.get("prompt_tokens"),
         "gen_tokens": hj.get("gen_tokens"),
@@ -1153,13 +1158,23 @@ def text(rep):
                                                         "(--high-graph)",
                                                (False, True): "; MIXED: some runs replayed a CUDA graph"}.get(
                                                   tuple(m.get("high_graph") or []), "")))
-    if m.get("low_batch_job") == "resnet50-train":
+    idle = ""
+    if m.get("low_idle_after_warmup"):
+        idle = ("; IDLE after its warm-up batches: nothing launched while measured%s" %
+                (", its cached memory returned to the driver first" if m.get("low_idle_empty_cache") else ""))
+    if m.get("low_batch_job") == "idle":
+        low = ("low: idle: its CUDA context and %s loaded, nothing launched after one warm-up op%s; %s rounds, "
+               "configurations interleaved" % (m["low_model"],
+                                               ", its cached memory returned to the driver first"
+                                               if m.get("low_idle_empty_cache") else "", m["rounds"]))
+    elif m.get("low_batch_job") == "resnet50-train":
         low = ("low: ResNet-50 training, batch %s, %s (fp32 weights), forward, backward, AdamW step, back to back; "
-               "its rate in samples/s (the images/s columns) (peak memory %s GB); %s rounds, configurations "
-               "interleaved" % (m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]))
+               "its rate in samples/s (the images/s columns) (peak memory %s GB)%s; %s rounds, configurations "
+               "interleaved" % (m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], idle, m["rounds"]))
     else:
-        low = ("low: %s batch %s %s inference, back to back (peak memory %s GB); %s rounds, configurations interleaved"
-               % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], m["rounds"]))
+        low = ("low: %s batch %s %s inference, back to back (peak memory %s GB)%s; %s rounds, configurations "
+               "interleaved" % (m["low_model"], m["low_batch"], m["low_dtype"], m["low_max_memory_gb"], idle,
+                                m["rounds"]))
     lines = [
         "PyTorch, %s, on %s (torch %s; models: %s)" % (form, m["device"], m["torch"], "; ".join(m["impl"]) or "-"),
         high,
@@ -1234,7 +1249,8 @@ def job_commands(sub):
                        help="the low job runs its warm-up batches (its memory, streams and libraries set up "
                        "as when it runs), then idles as --batch-job idle does")
         s.add_argument("--idle-empty-cache", action="store_true",
-                       help="an idle low job first returns the caching allocator's free memory to the driver")
+                       help="an idle low job first returns the caching allocator's free memory to the driver (in the "
+                       "threads form the whole process's, the high job's included)")
         s.add_argument("--decode-batch", type=int, default=1, help="the decoder's batch (sequences a request)")
         s.add_argument("--prompt-tokens", type=int, default=32)
         s.add_argument("--gen-tokens", type=int, default=32, help="output tokens a request, the first included")

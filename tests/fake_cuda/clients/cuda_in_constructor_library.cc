@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/clients/primary_context.h"
 
 namespace {
 
@@ -16,21 +17,14 @@ CUmodule g_module = nullptr;
 
 __attribute__((constructor)) void UseCudaAtLoad() {
   using fake_client::CheckCu;
-  CheckCu(cuInit(0), "constructor: cuInit");
-  CUdevice dev;
-  CheckCu(cuDeviceGet(&dev, 0), "constructor: cuDeviceGet");
-  CUcontext ctx;
-  CheckCu(cuDevicePrimaryCtxRetain(&ctx, dev), "constructor: cuDevicePrimaryCtxRetain");
-  CheckCu(cuCtxSetCurrent(ctx), "constructor: cuCtxSetCurrent");
-  static const char kImage[] = "fake module image";
-  CheckCu(cuModuleLoadData(&g_module, kImage), "constructor: cuModuleLoadData");
+  fake_client::g_scenario = "library constructor";
+  g_module = fake_client::InitPrimaryContextAndLoadModule();
   CUfunction fill;
-  CheckCu(cuModuleGetFunction(&fill, g_module, "fill_u32"), "constructor: fill_u32");
-  CheckCu(cuMemAlloc(&g_buffer, 128 * 4), "constructor: cuMemAlloc");
+  CheckCu(cuModuleGetFunction(&fill, g_module, "fill_u32"), "fill_u32");
+  CheckCu(cuMemAlloc(&g_buffer, 128 * 4), "cuMemAlloc");
   uint32_t value = 7, count = 128;
   void* args[] = {&g_buffer, &value, &count};
-  CheckCu(cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr),
-          "constructor: cuLaunchKernel");
+  CheckCu(cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
 }
 
 }  // namespace

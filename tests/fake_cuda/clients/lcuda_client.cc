@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
+#include "tests/fake_cuda/clients/primary_context.h"
 
 // What cuda.h declares only under CUDA_API_PER_THREAD_DEFAULT_STREAM.
 extern "C" {
@@ -32,16 +33,7 @@ namespace {
 
 CUmodule g_module = nullptr;
 
-void Init() {
-  CheckCu(cuInit(0), "cuInit");
-  CUdevice dev;
-  CheckCu(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  CheckCu(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  CheckCu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  static const char kImage[] = "fake module image";
-  CheckCu(cuModuleLoadData(&g_module, kImage), "cuModuleLoadData");
-}
+void Init() { g_module = fake_client::InitPrimaryContextAndLoadModule(); }
 
 CUfunction Function(const char* name) {
   CUfunction f;
