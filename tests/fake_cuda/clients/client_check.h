@@ -4,8 +4,11 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace fake_client {
 
@@ -27,6 +30,17 @@ inline void CheckCu(CUresult r, const char* what) {
     char line[256];
     std::snprintf(line, sizeof(line), "%s returned %d", what, static_cast<int>(r));
     Fail(line);
+  }
+}
+
+// Every word of `v` is `expected`; else fails naming `what` and the first word that is not.
+inline void CheckAll(const std::vector<uint32_t>& v, uint32_t expected, const char* what) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != expected) {
+      Fail((std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) +
+            ", expected " + std::to_string(expected))
+               .c_str());
+    }
   }
 }
 

@@ -4,7 +4,6 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "tests/fake_cuda/clients/client_check.h"
@@ -28,9 +27,6 @@ int main() {
   }
   std::vector<uint32_t> out(count);
   CheckCu(cuMemcpyDtoH(out.data(), buffer, count * 4), "cuMemcpyDtoH");
-  for (uint32_t i = 0; i < count; ++i) {
-    if (out[i] != 1007)
-      fake_client::Fail(("word " + std::to_string(i) + " is " + std::to_string(out[i])).c_str());
-  }
+  fake_client::CheckAll(out, 1007, "the library's fill, then the program's adds");
   return fake_client::Succeed();
 }

@@ -20,6 +20,7 @@
 #include "tests/fake_cuda/fake_cuda_control.h"
 
 using fake_client::Check;
+using fake_client::CheckAll;
 using fake_client::CheckCu;
 using fake_client::Fail;
 
@@ -108,15 +109,6 @@ std::vector<uint32_t> ReadBack(CUdeviceptr p, size_t count, cuuint64_t flags) {
   CheckCu(Get<PFN_cuMemcpyDtoH_v3020>("cuMemcpyDtoH", flags)(out.data(), p, count * 4),
           "cuMemcpyDtoH");
   return out;
-}
-
-void CheckAll(const std::vector<uint32_t>& v, uint32_t expected, const char* what) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] != expected) {
-      Fail((std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) +
-            ", expected " + std::to_string(expected)).c_str());
-    }
-  }
 }
 
 int LaunchForms() {

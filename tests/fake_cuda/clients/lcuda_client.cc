@@ -26,6 +26,7 @@ CUresult cuStreamSynchronize_ptsz(CUstream);
 }
 
 using fake_client::Check;
+using fake_client::CheckAll;
 using fake_client::CheckCu;
 using fake_client::Fail;
 
@@ -39,15 +40,6 @@ CUfunction Function(const char* name) {
   CUfunction f;
   CheckCu(cuModuleGetFunction(&f, g_module, name), name);
   return f;
-}
-
-void CheckAll(const std::vector<uint32_t>& v, uint32_t expected, const char* what) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] != expected) {
-      Fail((std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) +
-            ", expected " + std::to_string(expected)).c_str());
-    }
-  }
 }
 
 int LaunchForms() {
