@@ -1158,15 +1158,12 @@ def text(rep):
                                                         "(--high-graph)",
                                                (False, True): "; MIXED: some runs replayed a CUDA graph"}.get(
                                                   tuple(m.get("high_graph") or []), "")))
-    idle = ""
-    if m.get("low_idle_after_warmup"):
-        idle = ("; IDLE after its warm-up batches: nothing launched while measured%s" %
-                (", its cached memory returned to the driver first" if m.get("low_idle_empty_cache") else ""))
+    emptied = ", its cached memory returned to the driver first" if m.get("low_idle_empty_cache") else ""
+    idle = "; IDLE after its warm-up batches: nothing launched while measured" + emptied \
+        if m.get("low_idle_after_warmup") else ""
     if m.get("low_batch_job") == "idle":
         low = ("low: idle: its CUDA context and %s loaded, nothing launched after one warm-up op%s; %s rounds, "
-               "configurations interleaved" % (m["low_model"],
-                                               ", its cached memory returned to the driver first"
-                                               if m.get("low_idle_empty_cache") else "", m["rounds"]))
+               "configurations interleaved" % (m["low_model"], emptied, m["rounds"]))
     elif m.get("low_batch_job") == "resnet50-train":
         low = ("low: ResNet-50 training, batch %s, %s (fp32 weights), forward, backward, AdamW step, back to back; "
                "its rate in samples/s (the images/s columns) (peak memory %s GB)%s; %s rounds, configurations "
