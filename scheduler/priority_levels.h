@@ -118,11 +118,7 @@ class DeviceLevels {
       base::AtomicMax(stamp, now_ns);
     }
     // Release, after the stamp: a reader that sees the level (acquire) sees its stamp.
-    int seen = max_seen_.load(std::memory_order_relaxed);
-    while (priority > seen &&
-           !max_seen_.compare_exchange_weak(seen, priority, std::memory_order_release,
-                                            std::memory_order_relaxed)) {
-    }
+    base::AtomicMax(max_seen_, priority, std::memory_order_release);
   }
 
   // The dispatcher: `delta` ops of `priority` entered (> 0) or left (< 0) the GPU here. Work in

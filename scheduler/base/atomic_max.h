@@ -8,14 +8,17 @@
 namespace gpuprio::base {
 
 // Stores `value` into `target` unless `target` already holds as much; a concurrent larger store
-// always wins. `order`, relaxed or seq_cst, is that of the read and of the store: relaxed where
-// only the value matters, seq_cst where the store is part of a handshake (the coordinator's
-// active level). `value`'s type is not deduced, so an int may raise an atomic<int32_t>.
+// always wins. `order` is that of the store: relaxed where only the value matters, release where
+// the store publishes what the thread wrote before it (the read is then relaxed), seq_cst where
+// the store is part of a handshake (the coordinator's active level; the read is seq_cst too).
+// `value`'s type is not deduced, so an int may raise an atomic<int32_t>.
 template <typename T>
 void AtomicMax(std::atomic<T>& target, typename std::atomic<T>::value_type value,
                std::memory_order order = std::memory_order_relaxed) {
-  T seen = target.load(order);
-  while (value > seen && !target.compare_exchange_weak(seen, value, order)) {
+  const std::memory_order read_order =
+      order == std::memory_order_release ? std::memory_order_relaxed : order;
+  T seen = target.load(read_order);
+  while (value > seen && !target.compare_exchange_weak(seen, value, order, read_order)) {
   }
 }
 
