@@ -7,6 +7,7 @@
 #   .gpu/hold_probe             tools/bench/hold_probe.cu (tools/bench/run_hold_bench.sh)
 #   .gpu/interference           tools/bench/interference.cu (the in-process form, and with --role
 #                               high|low the two-process one: tools/bench/run_two_process_bench.sh)
+#   .gpu/green_partitions       tools/bench/green_partitions.cu (the SM partitions green contexts give)
 # The PyTorch two-process benchmark (tools/bench/torch_two_process.py) needs nothing built but the library.
 # Idempotent: every run rebuilds all of it.
 #
@@ -94,8 +95,12 @@ say "nvcc: hold_probe.cu -> .gpu/hold_probe (static CUDA runtime)"
 "$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
   -o "$out/hold_probe" tools/bench/hold_probe.cu -lpthread -ldl
 
+say "nvcc: green_partitions.cu -> .gpu/green_partitions (-lcuda, static CUDA runtime)"
+"$nvcc" "${common[@]}" "${arch[@]}" -cudart static \
+  -o "$out/green_partitions" tools/bench/green_partitions.cu -lcuda -lpthread
+
 # Nothing here may depend on a libcuda other than the driver's libcuda.so.1.
-for p in "$out/driver_api_program" "$out/launch_rate" "$out/interference"; do
+for p in "$out/driver_api_program" "$out/launch_rate" "$out/interference" "$out/green_partitions"; do
   ldd_out="$(readelf -d "$p" | grep NEEDED || true)"
   grep -q 'libcuda.so.1' <<<"$ldd_out" || die "$p does not link libcuda.so.1: $ldd_out"
   if grep -q 'libcudart' <<<"$ldd_out"; then die "$p links a shared libcudart: $ldd_out"; fi
