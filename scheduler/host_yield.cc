@@ -29,10 +29,12 @@ void SleepNs(int64_t ns) {
 
 }  // namespace
 
-HostYield::HostYield(PriorityLevels* levels, uint64_t max_wait_ns, uint64_t quiet_ns)
+HostYield::HostYield(PriorityLevels* levels, uint64_t max_wait_ns, uint64_t quiet_ns,
+                     int64_t held_backlog_ops)
     : levels_(levels),
       max_wait_ns_(max_wait_ns),
       quiet_ns_(quiet_ns),
+      held_backlog_ops_(held_backlog_ops),
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 uint64_t HostYield::LaunchesAbove(int priority) const {
@@ -45,21 +47,35 @@ uint64_t HostYield::LaunchesAbove(int priority) const {
   return sum;
 }
 
+bool HostYield::BusyAbove(int priority) const {
+  for (int p = levels_->MaxSeen(); p > priority; --p) {
+    if (levels_->At(p).in_flight_ops.load(std::memory_order_relaxed) > 0) return true;
+  }
+  return false;
+}
+
 uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
   if (max_wait_ns_ == 0 || levels_->MaxSeen() <= priority) return 0;
   ThreadState& last = t_host_yield;
   uint64_t launches = LaunchesAbove(priority);
   // Another thread launched above this level since this thread's last queued op (the launches
-  // counted are more than this thread's own), and lately.
-  const bool launched_lately = last.owner == id_ && last.priority == priority &&
-                               launches - last.launches_above > last.own_above &&
-                               now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_);
+  // counted are more than this thread's own), and lately, or its work is still running: a
+  // thread that launched and now waits for its result (a token copied to the host) launches
+  // again as soon as it has it, and needs the interpreter lock at that moment.
+  const bool launched_lately =
+      last.owner == id_ && last.priority == priority &&
+      launches - last.launches_above > last.own_above &&
+      (now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_) || BusyAbove(priority));
   last = {id_, priority, launches, now_ns, 0};
   if (!launched_lately) return 0;
   PriorityLevelStats& level = levels_->At(priority);
-  if (level.in_flight_estimated_ns.load(std::memory_order_relaxed) < max_wait_ns_) return 0;
+  if (level.in_flight_estimated_ns.load(std::memory_order_relaxed) < max_wait_ns_ &&
+      level.ops_unissued.load(std::memory_order_relaxed) < held_backlog_ops_) {
+    return 0;
+  }
   // Sleeps of half the quiet time: the wait ends at most that long after the important thread's
-  // last launch, and each sleep is long enough for the thread it makes way for to run.
+  // last launch or its work's end, and each sleep is long enough for the thread it makes way
+  // for to run.
   const int64_t step_ns = std::max<int64_t>(static_cast<int64_t>(quiet_ns_ / 2), 1000);
   const int64_t deadline = now_ns + static_cast<int64_t>(max_wait_ns_);
   int64_t t = now_ns;
@@ -67,7 +83,7 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
     SleepNs(std::min(step_ns, deadline - t));
     t = SteadyNowNs();
     const uint64_t seen = LaunchesAbove(priority);
-    if (seen == launches) break;  // quiet for a step
+    if (seen == launches && !BusyAbove(priority)) break;  // quiet for a step
     launches = seen;
   }
   last = {id_, priority, launches, t, 0};

@@ -60,9 +60,10 @@ struct SchedulerOptions {
   Isolation isolation = Isolation::kOff;
   int reserved_sms = 16;  // GPUPRIO_RESERVED_SMS: SMs kept free of confined work
   // Host-side priority (HostYield). A thread whose op is queued while a more important thread of
-  // this process launches waits up to this long, until that thread has launched nothing for
-  // tuning.host_yield_quiet_ns, and only while its own level has at least this much GPU work in
-  // flight.
+  // this process launches (or has work running) waits up to this long, until that thread has
+  // launched nothing and had nothing running for tuning.host_yield_quiet_ns, and only while its
+  // own level has at least this much GPU work in flight or
+  // tuning.host_yield_held_backlog_ops ops held in the queue.
   // A batch thread runs far ahead of its GPU work (its ops wait in the queue anyway), so the wait
   // costs it no GPU time, and the important thread does not share the interpreter lock of a
   // Python process with it. 0 (here; unit tests opt in): off. The library defaults to 2 ms

@@ -222,7 +222,8 @@ class Scheduler {
   const bool times_caller_calls_;
   PriorityLevels levels_;
   QueuedLaunches queued_launches_;
-  HostYield host_yield_{&levels_, options_.host_yield_ns, options_.tuning.host_yield_quiet_ns};
+  HostYield host_yield_{&levels_, options_.host_yield_ns, options_.tuning.host_yield_quiet_ns,
+                        options_.tuning.host_yield_held_backlog_ops};
   std::atomic<int> active_captures_{0};
   std::atomic<bool> stopped_{false};
   // Bumped whenever a stream is forgotten, so thread-local caches drop stale handles.

@@ -61,6 +61,11 @@ struct SchedulerTuning {
   // A thread that yields to a more important one waits until that thread has launched nothing
   // for this long (GPUPRIO_HOST_YIELD_US bounds the whole wait).
   uint64_t host_yield_quiet_ns = 200'000;
+  // A thread also yields when this many ops of its level are queued and not issued: the policy
+  // is holding them (below a level that needs the whole GPU, or within the request gap), so the
+  // thread's running ahead adds only more of them. Well above the few ops the dispatcher has in
+  // hand between two issues.
+  int64_t host_yield_held_backlog_ops = 16;
 };
 
 }  // namespace gpuprio::scheduler

@@ -3,6 +3,7 @@
 #include "scheduler/host_yield.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "catch2/catch.hpp"
@@ -18,6 +19,7 @@ using gpuprio::scheduler::PriorityLevels;
 constexpr int kLow = -1;
 constexpr int kHigh = 1;
 constexpr uint64_t kMs = 1'000'000;
+constexpr int64_t kBacklog = 16;  // ops held in the queue that stand in for work in flight
 
 // Levels where the high level has been seen and the low one has `in_flight_ns` of GPU work.
 void Prepare(PriorityLevels* levels, uint64_t in_flight_ns) {
@@ -33,7 +35,7 @@ TEST_CASE("HostYield: no level above, or off, or no launch since the last op: no
   PriorityLevels levels;
   levels.NoteSubmit(kLow, SteadyNowNs());
   levels.At(kLow).in_flight_estimated_ns.store(100 * kMs);
-  HostYield yield(&levels, 50 * kMs, 20 * kMs);
+  HostYield yield(&levels, 50 * kMs, 20 * kMs, kBacklog);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);  // nothing above was ever seen
 
   levels.NoteSubmit(kHigh, SteadyNowNs());
@@ -43,7 +45,7 @@ TEST_CASE("HostYield: no level above, or off, or no launch since the last op: no
   CHECK(yield.AfterQueued(kHigh, SteadyNowNs()) == 0);  // nothing above the top level
   CHECK(levels.At(kLow).host_yields.load() == 0);
 
-  HostYield off(&levels, 0, 20 * kMs);
+  HostYield off(&levels, 0, 20 * kMs, kBacklog);
   CHECK(off.AfterQueued(kLow, SteadyNowNs()) == 0);
   Launch(&levels);
   CHECK(off.AfterQueued(kLow, SteadyNowNs()) == 0);
@@ -53,7 +55,8 @@ TEST_CASE("HostYield: a launch since the last op, but too little work in flight:
           "[scheduler][host_yield]") {
   PriorityLevels levels;
   Prepare(&levels, 10 * kMs);
-  HostYield yield(&levels, 50 * kMs, 20 * kMs);  // would wait up to 50 ms; 10 ms in flight
+  // It would wait up to 50 ms; 10 ms are in flight.
+  HostYield yield(&levels, 50 * kMs, 20 * kMs, kBacklog);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
   Launch(&levels);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
@@ -66,7 +69,7 @@ TEST_CASE("HostYield: a launch within the quiet time: waits one quiet step, then
   Prepare(&levels, 10000 * kMs);
   // Quiet times of hundreds of milliseconds: a sanitizer build on a loaded machine may stall the
   // test thread for tens between two calls.
-  HostYield yield(&levels, 5000 * kMs, 400 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
   Launch(&levels);
   const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
@@ -84,7 +87,7 @@ TEST_CASE("HostYield: a thread never waits for its own launches at a higher leve
           "[scheduler][host_yield]") {
   PriorityLevels levels;
   Prepare(&levels, 10000 * kMs);
-  HostYield yield(&levels, 5000 * kMs, 400 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
   // This thread launches on a more important stream, then queues low work again.
   HostYield::NoteOwnLaunch(kHigh);
@@ -104,7 +107,7 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
           "[scheduler][host_yield]") {
   PriorityLevels levels;
   Prepare(&levels, 2000 * kMs);
-  HostYield yield(&levels, 600 * kMs, 400 * kMs);
+  HostYield yield(&levels, 600 * kMs, 400 * kMs, kBacklog);
   std::atomic<bool> stop{false};
   std::thread launcher([&] {
     while (!stop.load()) {
@@ -125,6 +128,50 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
   CHECK(waited < 10000 * kMs);
   // A thread of the important level itself never waits.
   CHECK(yield.AfterQueued(kHigh, SteadyNowNs()) == 0);
+}
+
+TEST_CASE("HostYield: the important level's work still running keeps the wait going",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 10000 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
+  // This thread's previous op was long before the important thread's launch: by launches alone
+  // it would not wait (the launch test above). The launch's work is still on the GPU.
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs() - 2000 * kMs) == 0);
+  Launch(&levels);
+  levels.At(kHigh).in_flight_ops.store(1);
+  std::atomic<bool> waiting{false};
+  std::thread completer([&] {
+    while (!waiting.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    levels.At(kHigh).in_flight_ops.store(0);  // the important work ends
+  });
+  waiting.store(true);
+  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  completer.join();
+  // It waited for the work to end (1.2 s), not for one quiet step (0.2 s), and not to the bound.
+  CHECK(waited >= 1100 * kMs);
+  CHECK(waited < 4900 * kMs);
+  CHECK(levels.At(kLow).host_yields.load() == 1);
+}
+
+TEST_CASE("HostYield: ops held in the queue stand in for work in flight",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 0);  // nothing of the low level on the GPU
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  // One op short of the backlog: waiting could idle SMs the low level might use.
+  levels.At(kLow).ops_unissued.store(kBacklog - 1);
+  Launch(&levels);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  // The policy holds a backlog of the low level's ops: running ahead adds only more of them.
+  levels.At(kLow).ops_unissued.store(kBacklog);
+  Launch(&levels);
+  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  CHECK(waited >= 200 * kMs);  // one quiet step
+  CHECK(waited < 4000 * kMs);
+  CHECK(levels.At(kLow).host_yields.load() == 1);
 }
 
 }  // namespace
