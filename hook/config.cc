@@ -100,7 +100,44 @@ void ReadDuration(EnvReader& env, const KnownEnvVar& var, absl::string_view what
   *ns = static_cast<uint64_t>(count) * unit;
 }
 
+// An unknown mode could have meant anything, so the process runs as if gpuprio only watched.
+void ReadMode(EnvReader& env, Config* config) {
+  if (!env.ReadChoice(env_var::GPUPRIO_MODE, kModeChoices, "running unscheduled (passthrough)",
+                      &config->mode)) {
+    config->mode = Mode::kPassthrough;
+  }
+}
+
+void ReadPriority(EnvReader& env, Config* config) {
+  const std::optional<absl::string_view> text = env.Get("GPUPRIO_PRIORITY");
+  if (!text.has_value()) return;
+  if (const std::optional<int> priority = ParsePriority(*text)) {
+    config->default_priority = *priority;
+    return;
+  }
+  std::string accepted;
+  for (const auto& choice : kPriorityNames) absl::StrAppend(&accepted, choice.first, ", ");
+  absl::StrAppend(&accepted, "or an integer ", env_var::GPUPRIO_PRIORITY.min, "..",
+                  env_var::GPUPRIO_PRIORITY.max);
+  env.Reject("GPUPRIO_PRIORITY", accepted, UsingTheDefault(env_var::GPUPRIO_PRIORITY));
+}
+
+void ReadMpsClientPriority(EnvReader& env, Config* config) {
+  env.ReadChoice(env_var::GPUPRIO_MPS_CLIENT_PRIORITY, kMpsClientPriorityChoices,
+                 UsingTheDefault(env_var::GPUPRIO_MPS_CLIENT_PRIORITY),
+                 &config->mps_client_priority);
+}
+
 }  // namespace
+
+Config ParseMpsClientPriorityConfig(GetenvFunction getenv) {
+  EnvReader env(getenv);
+  Config config;
+  ReadMode(env, &config);
+  ReadPriority(env, &config);
+  ReadMpsClientPriority(env, &config);
+  return config;
+}
 
 LogLevel LogLevelFromEnvironment(GetenvFunction getenv) {
   EnvReader env(getenv);
@@ -112,23 +149,9 @@ LogLevel LogLevelFromEnvironment(GetenvFunction getenv) {
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
   EnvReader env(getenv);
   Config config;
-  // An unknown mode could have meant anything, so the process runs as if gpuprio only watched.
-  if (!env.ReadChoice(env_var::GPUPRIO_MODE, kModeChoices, "running unscheduled (passthrough)",
-                      &config.mode)) {
-    config.mode = Mode::kPassthrough;
-  }
+  ReadMode(env, &config);
   ReadLogLevel(env, &config.log_level);
-  if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_PRIORITY")) {
-    if (const std::optional<int> priority = ParsePriority(*text)) {
-      config.default_priority = *priority;
-    } else {
-      std::string accepted;
-      for (const auto& choice : kPriorityNames) absl::StrAppend(&accepted, choice.first, ", ");
-      absl::StrAppend(&accepted, "or an integer ", env_var::GPUPRIO_PRIORITY.min, "..",
-                      env_var::GPUPRIO_PRIORITY.max);
-      env.Reject("GPUPRIO_PRIORITY", accepted, UsingTheDefault(env_var::GPUPRIO_PRIORITY));
-    }
-  }
+  ReadPriority(env, &config);
   ReadDuration(env, env_var::GPUPRIO_BUDGET_US, "an integer number of microseconds", 1000,
                &config.budget_ns);
   ReadDuration(env, env_var::GPUPRIO_PEER_BUDGET_US, "an integer number of microseconds", 1000,
@@ -152,9 +175,7 @@ ParsedEnv<Config> ParseConfig(GetenvFunction getenv) {
                &config.host_yield_ns);
   ReadDuration(env, env_var::GPUPRIO_EXIT_TIMEOUT_MS, "an integer number of milliseconds",
                1'000'000, &config.exit_timeout_ns);
-  env.ReadChoice(env_var::GPUPRIO_MPS_CLIENT_PRIORITY, kMpsClientPriorityChoices,
-                 UsingTheDefault(env_var::GPUPRIO_MPS_CLIENT_PRIORITY),
-                 &config.mps_client_priority);
+  ReadMpsClientPriority(env, &config);
   env.ReadChoice(env_var::GPUPRIO_COORDINATE, kOnOffChoices,
                  UsingTheDefault(env_var::GPUPRIO_COORDINATE), &config.coordinate);
   if (const std::optional<absl::string_view> text = env.Get("GPUPRIO_DOMAIN")) {

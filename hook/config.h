@@ -118,6 +118,11 @@ std::optional<int64_t> ResolveGroup(absl::string_view text);
 // any other bad value gives that variable's default.
 ParsedEnv<Config> ParseConfig(GetenvFunction getenv);
 
+// GPUPRIO_MODE, GPUPRIO_PRIORITY and GPUPRIO_MPS_CLIENT_PRIORITY as ParseConfig reads them, the
+// rest at their defaults, problems dropped: what the MPS client priority is decided on at load
+// (hook/mps_client_priority.h), before the start parses (and reports) the whole configuration.
+Config ParseMpsClientPriorityConfig(GetenvFunction getenv);
+
 // GPUPRIO_LOG as ParseConfig reads it, a bad value taken as the default and not reported: for a
 // process that made no CUDA call, which parses nothing else and reports nothing
 // (hook/process_start.h).

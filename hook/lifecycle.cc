@@ -1,8 +1,9 @@
 // Process lifecycle: the library's constructor, the counts of suppressed log lines and the call and
 // priority summary at exit, fork handlers.
-// The constructor only registers the exit and fork handlers: most processes that load the library
-// never use CUDA, and everything else waits for the first use (hook/process_start.h). It makes no
-// CUDA call (another library may not even have loaded libcuda yet).
+// The constructor only registers the exit and fork handlers and sets the MPS client priority's
+// variable (hook/mps_client_priority.h): most processes that load the library never use CUDA, and
+// everything else waits for the first use (hook/process_start.h). It makes no CUDA call (another
+// library may not even have loaded libcuda yet) and reports nothing.
 #include "hook/lifecycle.h"
 
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "hook/call_counters.h"
 #include "hook/config.h"
+#include "hook/mps_client_priority.h"
 #include "hook/param_layout_cache.h"
 #include "hook/process_start.h"
 #include "hook/real_driver.h"
@@ -89,7 +91,11 @@ void ChildAfterFork() {
   UnlockStartInChild();
 }
 
-__attribute__((constructor)) void InitializeGpuprio() { RegisterProcessHandlers(); }
+__attribute__((constructor)) void InitializeGpuprio() {
+  RegisterProcessHandlers();
+  // Before main, while the process has one thread: the only safe time to change its environment.
+  PrepareMpsClientPriorityAtLoad();
+}
 
 }  // namespace
 

@@ -4,23 +4,58 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/base/env_vars.h"
 #include "scheduler/base/logging.h"
 
 namespace gpuprio::hook {
+namespace {
+
+constexpr char kBelowNormal[] = "1";
+
+std::optional<absl::string_view> Current() {
+  const char* value = std::getenv(kMpsClientPriorityVariable);
+  return value != nullptr ? std::optional<absl::string_view>(value) : std::nullopt;
+}
+
+bool Marked() {
+  const char* mark = GpuprioGetenv(kMpsClientPriorityMark);
+  return mark != nullptr && absl::StripAsciiWhitespace(mark) == "1";
+}
+
+// Applies the decision's change of the environment; false when the C library refused it.
+bool ChangeEnvironment(const MpsClientPriorityDecision& decision) {
+  if (decision.set_value.has_value()) {
+    return setenv(kMpsClientPriorityVariable, decision.set_value->c_str(), /*overwrite=*/1) == 0 &&
+           setenv(kMpsClientPriorityMark, "1", /*overwrite=*/1) == 0;
+  }
+  if (decision.withdraw) {
+    return unsetenv(kMpsClientPriorityVariable) == 0 && unsetenv(kMpsClientPriorityMark) == 0;
+  }
+  return true;
+}
+
+}  // namespace
 
 MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
-                                                  std::optional<absl::string_view> current) {
+                                                  std::optional<absl::string_view> current,
+                                                  bool marked) {
   MpsClientPriorityDecision decision;
   if (!config.mps_client_priority || config.mode != Mode::kSchedule) return decision;
   const std::optional<absl::string_view> value =
       current.has_value() ? std::optional<absl::string_view>(absl::StripAsciiWhitespace(*current))
                           : std::nullopt;
-  if (!value.has_value() || value->empty()) {
+  const bool gpuprios = marked && value.has_value() && *value == kBelowNormal;
+  if (gpuprios || !value.has_value() || value->empty()) {
     // Normal is MPS's own default, so only a process below it has anything to ask for.
-    if (config.default_priority < 0) decision.set_value = "1";
+    if (config.default_priority < 0) {
+      decision.below_normal = true;
+      if (!gpuprios) decision.set_value = kBelowNormal;
+    } else if (gpuprios) {
+      decision.withdraw = true;
+    }
     return decision;
   }
-  if (config.default_priority >= 0 && *value == "1") {
+  if (config.default_priority >= 0 && *value == kBelowNormal) {
     decision.warning = absl::StrCat(
         kMpsClientPriorityVariable, "=1 (a below-normal MPS client) in a process of priority ",
         config.default_priority,
@@ -30,26 +65,29 @@ MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
   return decision;
 }
 
+void PrepareMpsClientPriorityAtLoad() {
+  // The settings as they are now, their problems unreported: the start parses and reports them,
+  // and a process that never uses CUDA reports nothing.
+  const Config config = ParseMpsClientPriorityConfig(GpuprioGetenv);
+  ChangeEnvironment(DecideMpsClientPriority(config, Current(), Marked()));
+}
+
 void ApplyMpsClientPriority(const Config& config) {
-  const char* current = std::getenv(kMpsClientPriorityVariable);
-  const MpsClientPriorityDecision decision =
-      DecideMpsClientPriority(config, current != nullptr
-                                          ? std::optional<absl::string_view>(current)
-                                          : std::nullopt);
+  const MpsClientPriorityDecision decision = DecideMpsClientPriority(config, Current(), Marked());
   if (decision.warning.has_value()) Log(LogLevel::kWarning, *decision.warning);
-  if (!decision.set_value.has_value()) return;
-  // At gpuprio's start (the first use of CUDA), before the driver reads it. Changing the
-  // environment is not safe against other threads' getenv; this happens once, in the window where
-  // a CUDA program sets its own variables up.
-  // Overwrites only a blank value (the decision sets nothing over a value the user chose).
-  if (setenv(kMpsClientPriorityVariable, decision.set_value->c_str(), /*overwrite=*/1) != 0) {
-    Log(LogLevel::kWarning, absl::StrCat("could not set ", kMpsClientPriorityVariable,
-                                         ": this process runs as a normal MPS client"));
+  // Normally the load made the environment right and nothing changes here. Otherwise another
+  // thread may be reading the environment at this moment; that cannot be helped any more.
+  if (!ChangeEnvironment(decision)) {
+    Log(LogLevel::kWarning, absl::StrCat("could not change ", kMpsClientPriorityVariable,
+                                         ": this process's MPS client priority is as the "
+                                         "environment had it"));
     return;
   }
-  Log(LogLevel::kInfo, absl::StrCat(kMpsClientPriorityVariable, "=", *decision.set_value,
-                                    ": a below-normal MPS client (priority ",
-                                    config.default_priority, ")"));
+  if (decision.below_normal) {
+    Log(LogLevel::kInfo,
+        absl::StrCat(kMpsClientPriorityVariable, "=", kBelowNormal,
+                     ": a below-normal MPS client (priority ", config.default_priority, ")"));
+  }
 }
 
 }  // namespace gpuprio::hook

@@ -15,25 +15,42 @@ namespace gpuprio::hook {
 // The variable the CUDA driver reads when it connects to an MPS server: "0" normal (its default),
 // "1" below normal.
 inline constexpr char kMpsClientPriorityVariable[] = "CUDA_MPS_CLIENT_PRIORITY";
+// Set to "1" by gpuprio beside the value it sets, and inherited with it, so that a process can
+// tell gpuprio's value (its own, or an ancestor's: a launcher of another priority) from the
+// user's. Its entry in scheduler/base/env_vars.def says the same to users.
+inline constexpr char kMpsClientPriorityMark[] = "GPUPRIO_MPS_CLIENT_PRIORITY_SET";
 
 struct MpsClientPriorityDecision {
-  // The value to set CUDA_MPS_CLIENT_PRIORITY to; nullopt: leave the environment as it is.
+  // Set CUDA_MPS_CLIENT_PRIORITY to this, and the mark; nullopt: leave them as they are.
   std::optional<std::string> set_value;
+  // Remove gpuprio's value and the mark: they were inherited from a process of another priority.
+  bool withdraw = false;
+  // The process is (or, once set, will be) a below-normal client by gpuprio's doing.
+  bool below_normal = false;
   // One line to log at warning, if any.
   std::optional<std::string> warning;
 };
 
-// Pure. `current`: CUDA_MPS_CLIENT_PRIORITY as the process has it (nullopt when unset). Only a
-// scheduling process acts (passthrough and off change nothing), and never over a value that is
-// set and not blank: the user's (or a launcher's) choice wins. A process of normal priority or
-// above that is about to run as a below-normal client -- most likely the variable was inherited
-// from a batch job's parent, which gpuprio cannot tell from a deliberate choice -- gets a warning,
-// since its kernels would then yield SMs to work they should not yield to.
+// Pure. `current`: CUDA_MPS_CLIENT_PRIORITY as the process has it (nullopt when unset);
+// `marked`: the mark is set. Only a scheduling process acts (passthrough and off change
+// nothing). A value that is set, not blank and not gpuprio's (marked "1") is the user's and is
+// never replaced. A process of normal priority or above that is about to run as a below-normal
+// client by the user's value -- most likely inherited from a batch job's parent without
+// gpuprio's mark -- gets a warning, since its kernels would then yield SMs to work they should
+// not yield to; gpuprio's own inherited value is withdrawn instead.
 MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
-                                                  std::optional<absl::string_view> current);
+                                                  std::optional<absl::string_view> current,
+                                                  bool marked);
 
-// Applies the decision to the real environment, before the driver starts: called once by
-// gpuprio's start (hook/process_start.cc), which runs before any call reaches the real driver.
+// At load (the library's constructor, before main, while the process has one thread): decides
+// for the settings as the environment has them then and applies it, silently. Changing the
+// environment is not safe against another thread's getenv, so this is where it is done.
+void PrepareMpsClientPriorityAtLoad();
+
+// At gpuprio's start (hook/process_start.cc), before any call reaches the real driver: decides
+// for the process's configuration and logs it. Changes the environment only where the load did
+// not already make it right: the start came first (a library's constructor used CUDA), or the
+// program changed its GPUPRIO_* variables since.
 void ApplyMpsClientPriority(const Config& config);
 
 }  // namespace gpuprio::hook

@@ -1,6 +1,7 @@
 // The configuration rules end to end: env_probe runs with libgpuprio.so preloaded against the fake
 // driver, and what gpuprio reports (C API) and writes (stderr) is checked.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -129,6 +130,73 @@ TEST_CASE("A low process reaches the driver as a below-normal MPS client; others
   // Set but blank is no choice: the driver would read nothing from it.
   CHECK(at_init("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"CUDA_MPS_CLIENT_PRIORITY", " "}})
             .values.at("mps_client_priority_at_init") == "1");
+}
+
+TEST_CASE("The MPS client priority is in the environment before main, with gpuprio's mark",
+          "[hook][config][mps]") {
+  // Set by the library's constructor, while the process has one thread: no thread of the
+  // program can be reading the environment at that moment.
+  const ProbeResult low =
+      Probe("schedule", {{"GPUPRIO_PRIORITY", "low"}, {"GPUPRIO_LOG", "info"}}, "cuda-first");
+  INFO(low.stderr_text);
+  CHECK(low.values.at("mps_client_priority_at_main") == "1");
+  CHECK(low.values.at("mps_client_priority_mark_at_main") == "1");
+  CHECK(low.values.at("mps_client_priority_at_init") == "1");
+  CHECK(absl::StrContains(low.stderr_text,
+                          "gpuprio: info: CUDA_MPS_CLIENT_PRIORITY=1: a "
+                          "below-normal MPS client (priority -1)"));
+  // Passthrough, off and normal processes: untouched before main too.
+  for (const auto& [mode, priority] : {std::pair<const char*, const char*>{"passthrough", "low"},
+                                       {"off", "low"},
+                                       {"schedule", "normal"}}) {
+    const ProbeResult r = Probe(mode, {{"GPUPRIO_PRIORITY", priority}});
+    INFO(mode << " " << priority << "\n" << r.stderr_text);
+    CHECK(r.values.at("mps_client_priority_at_main") == "unset");
+    CHECK(r.values.at("mps_client_priority_mark_at_main") == "unset");
+  }
+}
+
+TEST_CASE("gpuprio's value inherited by a normal or high process is withdrawn, silently",
+          "[hook][config][mps]") {
+  // A server started by a low launcher's script inherits the launcher's value and mark.
+  for (const char* priority : {"high", "normal"}) {
+    const ProbeResult r = Probe("schedule",
+                                {{"GPUPRIO_PRIORITY", priority},
+                                 {"CUDA_MPS_CLIENT_PRIORITY", "1"},
+                                 {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
+                                "cuda-first");
+    INFO(priority << "\n" << r.stderr_text);
+    CHECK(r.values.at("mps_client_priority_at_main") == "unset");
+    CHECK(r.values.at("mps_client_priority_mark_at_main") == "unset");
+    CHECK(r.values.at("mps_client_priority_at_init") == "unset");
+    CHECK(r.gpuprio_lines.empty());
+  }
+  // A low child keeps it as it is.
+  const ProbeResult low = Probe("schedule",
+                                {{"GPUPRIO_PRIORITY", "low"},
+                                 {"CUDA_MPS_CLIENT_PRIORITY", "1"},
+                                 {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
+                                "cuda-first");
+  CHECK(low.values.at("mps_client_priority_at_init") == "1");
+  CHECK(low.gpuprio_lines.empty());
+}
+
+TEST_CASE("A program that changes its priority before its first CUDA call gets its choice",
+          "[hook][config][mps]") {
+  // The load decided on the priority the environment had then; the start decides again.
+  const ProbeResult lowered = Probe(
+      "schedule", {{"GPUPRIO_PRIORITY", "normal"}, {"ENV_PROBE_SET_PRIORITY", "low"}}, "schedule");
+  INFO(lowered.stderr_text);
+  CHECK(lowered.values.at("mps_client_priority_at_main") == "unset");
+  CHECK(lowered.values.at("default_priority") == "-1");
+  CHECK(lowered.values.at("mps_client_priority_at_init") == "1");
+  const ProbeResult raised = Probe(
+      "schedule", {{"GPUPRIO_PRIORITY", "low"}, {"ENV_PROBE_SET_PRIORITY", "high"}}, "schedule");
+  INFO(raised.stderr_text);
+  CHECK(raised.values.at("mps_client_priority_at_main") == "1");
+  CHECK(raised.values.at("default_priority") == "1");
+  CHECK(raised.values.at("mps_client_priority_at_init") == "unset");
+  CHECK(raised.gpuprio_lines.empty());
 }
 
 TEST_CASE("A normal or high process that inherited a below-normal MPS priority is told once",

@@ -10,9 +10,13 @@
 // and looked up in the driver's handle as libcudart does: the first use of gpuprio is then its
 // dlsym's lookup of cuInit)
 // and with it the tracer (GPUPRIO_TRACE, GPUPRIO_CUPTI_LIBRARY).
-// Prints key=value lines: at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio),
-// default_priority, scheduled_call, mps_client_priority_at_init (CUDA_MPS_CLIENT_PRIORITY as the
-// fake driver's cuInit found it: "unset" or its value), done=yes. Exits non-zero on any failure.
+// Prints key=value lines: mps_client_priority_at_main and mps_client_priority_mark_at_main
+// (CUDA_MPS_CLIENT_PRIORITY and GPUPRIO_MPS_CLIENT_PRIORITY_SET as main found them: "unset" or
+// the value), at_secure, ruid, euid, gpuprio_mode ("absent" without gpuprio), default_priority,
+// scheduled_call, mps_client_priority_at_init (CUDA_MPS_CLIENT_PRIORITY as the fake driver's
+// cuInit found it), done=yes. Exits non-zero on any failure.
+// ENV_PROBE_SET_PRIORITY=VALUE: main sets GPUPRIO_PRIORITY to VALUE before anything else, as a
+// program that chooses its priority itself, after gpuprio was loaded.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/auxv.h>
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 // A setuid process cannot open its own /proc/self/environ (non-dumpable: root owns it), which is
 // where the sanitizer runtimes read ASAN_OPTIONS and TSAN_OPTIONS; so a sanitized build of the
@@ -91,6 +96,16 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: env_probe LIBCUDA [schedule|cuda-first]\n");
     return 2;
+  }
+  for (const auto& [key, name] :
+       {std::pair<const char*, const char*>{"mps_client_priority_at_main",
+                                            "CUDA_MPS_CLIENT_PRIORITY"},
+        {"mps_client_priority_mark_at_main", "GPUPRIO_MPS_CLIENT_PRIORITY_SET"}}) {
+    const char* value = std::getenv(name);
+    std::printf("%s=%s\n", key, value != nullptr ? value : "unset");
+  }
+  if (const char* priority = std::getenv("ENV_PROBE_SET_PRIORITY")) {
+    if (setenv("GPUPRIO_PRIORITY", priority, 1) != 0) Fail("setenv");
   }
   std::printf("at_secure=%lu ruid=%d euid=%d\n", getauxval(AT_SECURE), static_cast<int>(getuid()),
               static_cast<int>(geteuid()));

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "catch2/catch.hpp"
 #include "hook/config.h"
@@ -20,32 +21,36 @@ Config WithPriority(int priority) {
 
 TEST_CASE("A below-normal process asks for a below-normal MPS client", "[hook][mps]") {
   for (const int priority : {-1, -5, -100}) {
-    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), std::nullopt);
+    const MpsClientPriorityDecision d =
+        DecideMpsClientPriority(WithPriority(priority), std::nullopt, false);
     REQUIRE(d.set_value.has_value());
     CHECK(*d.set_value == "1");
+    CHECK(d.below_normal);
+    CHECK_FALSE(d.withdraw);
     CHECK_FALSE(d.warning.has_value());
   }
   // Set but blank counts as unset, as the driver would find nothing in it.
-  CHECK(DecideMpsClientPriority(WithPriority(-1), " ").set_value == "1");
+  CHECK(DecideMpsClientPriority(WithPriority(-1), " ", false).set_value == "1");
 }
 
 TEST_CASE("Normal and more important processes keep MPS's default", "[hook][mps]") {
   for (const int priority : {0, 1, 100}) {
-    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), std::nullopt);
+    const MpsClientPriorityDecision d =
+        DecideMpsClientPriority(WithPriority(priority), std::nullopt, false);
     CHECK_FALSE(d.set_value.has_value());
     CHECK_FALSE(d.warning.has_value());
   }
 }
 
 TEST_CASE("A value already set is never replaced", "[hook][mps]") {
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "0").set_value.has_value());
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1").set_value.has_value());
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0").set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "0", false).set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1", false).set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0", false).set_value.has_value());
 }
 
 TEST_CASE("A normal or high process about to run as a below-normal client is told why",
           "[hook][mps]") {
-  const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(1), " 1 ");
+  const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(1), " 1 ", false);
   CHECK_FALSE(d.set_value.has_value());
   REQUIRE(d.warning.has_value());
   CHECK(*d.warning ==
@@ -53,21 +58,21 @@ TEST_CASE("A normal or high process about to run as a below-normal client is tol
         "MPS its kernels yield SMs to other clients' work; unset it for this process (it is "
         "inherited from the parent's environment)");
   // At normal too: inherited from a low parent, it would make a normal job yield to others.
-  CHECK(DecideMpsClientPriority(WithPriority(0), "1").warning.has_value());
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1").warning.has_value());
-  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0").warning.has_value());
+  CHECK(DecideMpsClientPriority(WithPriority(0), "1", false).warning.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(-1), "1", false).warning.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0", false).warning.has_value());
 }
 
 TEST_CASE("Off, passthrough and off modes leave the variable alone", "[hook][mps]") {
   Config off = WithPriority(-1);
   off.mps_client_priority = false;
-  CHECK_FALSE(DecideMpsClientPriority(off, std::nullopt).set_value.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(off, std::nullopt, false).set_value.has_value());
   off.default_priority = 1;
-  CHECK_FALSE(DecideMpsClientPriority(off, "1").warning.has_value());
+  CHECK_FALSE(DecideMpsClientPriority(off, "1", false).warning.has_value());
   for (const Mode mode : {Mode::kPassthrough, Mode::kOff}) {
     Config config = WithPriority(-1);
     config.mode = mode;
-    CHECK_FALSE(DecideMpsClientPriority(config, std::nullopt).set_value.has_value());
+    CHECK_FALSE(DecideMpsClientPriority(config, std::nullopt, false).set_value.has_value());
   }
 }
 
@@ -84,6 +89,74 @@ TEST_CASE("GPUPRIO_MPS_CLIENT_PRIORITY is read as the table says", "[hook][mps][
   CHECK(bad.config.mps_client_priority);
   REQUIRE(bad.problems.size() == 1);
   CHECK(bad.problems[0].find("GPUPRIO_MPS_CLIENT_PRIORITY") != std::string::npos);
+}
+
+TEST_CASE("gpuprio's own inherited value is kept below normal and withdrawn above", "[hook][mps]") {
+  // A low child of a low launcher: already right, nothing to change.
+  for (const int priority : {-1, -100}) {
+    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), "1", true);
+    CHECK_FALSE(d.set_value.has_value());
+    CHECK_FALSE(d.withdraw);
+    CHECK(d.below_normal);
+    CHECK_FALSE(d.warning.has_value());
+  }
+  // A server started by a low launcher's script: gpuprio's value goes, without a warning.
+  for (const int priority : {0, 1}) {
+    const MpsClientPriorityDecision d =
+        DecideMpsClientPriority(WithPriority(priority), " 1 ", true);
+    CHECK(d.withdraw);
+    CHECK_FALSE(d.set_value.has_value());
+    CHECK_FALSE(d.below_normal);
+    CHECK_FALSE(d.warning.has_value());
+  }
+}
+
+TEST_CASE("The mark does not make the user's value gpuprio's", "[hook][mps]") {
+  // The user set 0 for this process after a gpuprio ancestor had set 1 and the mark.
+  for (const int priority : {-1, 1}) {
+    const MpsClientPriorityDecision d = DecideMpsClientPriority(WithPriority(priority), "0", true);
+    CHECK_FALSE(d.set_value.has_value());
+    CHECK_FALSE(d.withdraw);
+    CHECK_FALSE(d.below_normal);
+    CHECK_FALSE(d.warning.has_value());
+  }
+  // The user removed the variable and left the mark: as if unset.
+  CHECK(DecideMpsClientPriority(WithPriority(-1), std::nullopt, true).set_value == "1");
+  const MpsClientPriorityDecision high =
+      DecideMpsClientPriority(WithPriority(1), std::nullopt, true);
+  CHECK_FALSE(high.withdraw);
+  CHECK_FALSE(high.set_value.has_value());
+  // Off and the other modes leave even gpuprio's value alone.
+  Config off = WithPriority(1);
+  off.mps_client_priority = false;
+  CHECK_FALSE(DecideMpsClientPriority(off, "1", true).withdraw);
+  Config passthrough = WithPriority(1);
+  passthrough.mode = Mode::kPassthrough;
+  CHECK_FALSE(DecideMpsClientPriority(passthrough, "1", true).withdraw);
+}
+
+TEST_CASE("At load only the three settings the decision needs are read, silently",
+          "[hook][mps][config]") {
+  std::vector<std::string> asked;
+  const Config config = ParseMpsClientPriorityConfig([&asked](const char* name) -> const char* {
+    asked.emplace_back(name);
+    const std::string n = name;
+    if (n == "GPUPRIO_MODE") return " schedule";
+    if (n == "GPUPRIO_PRIORITY") return "low";
+    if (n == "GPUPRIO_MPS_CLIENT_PRIORITY") return "off";
+    return "999999999999";  // any other variable would read as a bad value
+  });
+  CHECK(config.mode == Mode::kSchedule);
+  CHECK(config.default_priority == -1);
+  CHECK_FALSE(config.mps_client_priority);
+  CHECK(asked == std::vector<std::string>{"GPUPRIO_MODE", "GPUPRIO_PRIORITY",
+                                          "GPUPRIO_MPS_CLIENT_PRIORITY"});
+  // Bad values read as ParseConfig reads them: passthrough for the mode, defaults otherwise.
+  const Config bad =
+      ParseMpsClientPriorityConfig([](const char*) -> const char* { return "nonsense"; });
+  CHECK(bad.mode == Mode::kPassthrough);
+  CHECK(bad.default_priority == kDefaultPriority);
+  CHECK(bad.mps_client_priority == kDefaultMpsClientPriority);
 }
 
 }  // namespace
