@@ -93,7 +93,8 @@ void ChildAfterFork() {
 
 __attribute__((constructor)) void InitializeGpuprio() {
   RegisterProcessHandlers();
-  // Before main, while the process has one thread: the only safe time to change its environment.
+  // Before main, where a preloaded library normally runs while the process has one thread: the
+  // time at which changing the environment races no other thread's getenv.
   PrepareMpsClientPriorityAtLoad();
 }
 

@@ -22,6 +22,10 @@ bool Marked() {
   return mark != nullptr && absl::StripAsciiWhitespace(mark) == "1";
 }
 
+// gpuprio's inherited value that the load removed, for the start to say so (the load logs
+// nothing). Written before main, read at the start.
+bool g_withdrawn_at_load = false;
+
 // Applies the decision's change of the environment; false when the C library refused it.
 bool ChangeEnvironment(const MpsClientPriorityDecision& decision) {
   if (decision.set_value.has_value()) {
@@ -31,6 +35,7 @@ bool ChangeEnvironment(const MpsClientPriorityDecision& decision) {
   if (decision.withdraw) {
     return unsetenv(kMpsClientPriorityVariable) == 0 && unsetenv(kMpsClientPriorityMark) == 0;
   }
+  if (decision.clear_mark) return unsetenv(kMpsClientPriorityMark) == 0;
   return true;
 }
 
@@ -40,22 +45,26 @@ MpsClientPriorityDecision DecideMpsClientPriority(const Config& config,
                                                   std::optional<absl::string_view> current,
                                                   bool marked) {
   MpsClientPriorityDecision decision;
-  if (!config.mps_client_priority || config.mode != Mode::kSchedule) return decision;
   const std::optional<absl::string_view> value =
       current.has_value() ? std::optional<absl::string_view>(absl::StripAsciiWhitespace(*current))
                           : std::nullopt;
   const bool gpuprios = marked && value.has_value() && *value == kBelowNormal;
+  const bool scheduling = config.mps_client_priority && config.mode == Mode::kSchedule;
+  // Normal is MPS's own default, so only a process below it has anything to ask for.
+  const bool wanted = scheduling && config.default_priority < 0;
   if (gpuprios || !value.has_value() || value->empty()) {
-    // Normal is MPS's own default, so only a process below it has anything to ask for.
-    if (config.default_priority < 0) {
+    if (wanted) {
       decision.below_normal = true;
       if (!gpuprios) decision.set_value = kBelowNormal;
     } else if (gpuprios) {
       decision.withdraw = true;
+    } else if (marked) {
+      decision.clear_mark = true;
     }
     return decision;
   }
-  if (config.default_priority >= 0 && *value == kBelowNormal) {
+  if (marked) decision.clear_mark = true;  // the value is the user's now
+  if (scheduling && config.default_priority >= 0 && *value == kBelowNormal) {
     decision.warning = absl::StrCat(
         kMpsClientPriorityVariable, "=1 (a below-normal MPS client) in a process of priority ",
         config.default_priority,
@@ -69,7 +78,8 @@ void PrepareMpsClientPriorityAtLoad() {
   // The settings as they are now, their problems unreported: the start parses and reports them,
   // and a process that never uses CUDA reports nothing.
   const Config config = ParseMpsClientPriorityConfig(GpuprioGetenv);
-  ChangeEnvironment(DecideMpsClientPriority(config, Current(), Marked()));
+  const MpsClientPriorityDecision decision = DecideMpsClientPriority(config, Current(), Marked());
+  if (ChangeEnvironment(decision) && decision.withdraw) g_withdrawn_at_load = true;
 }
 
 void ApplyMpsClientPriority(const Config& config) {
@@ -82,6 +92,14 @@ void ApplyMpsClientPriority(const Config& config) {
                                          ": this process's MPS client priority is as the "
                                          "environment had it"));
     return;
+  }
+  if (decision.withdraw || g_withdrawn_at_load) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("removed ", kMpsClientPriorityVariable, "=", kBelowNormal,
+                     " set by gpuprio in a parent process: this process (priority ",
+                     config.default_priority, ", mode ", ModeName(config.mode),
+                     ") runs as a normal MPS client; unset ", kMpsClientPriorityMark,
+                     " to keep the value"));
   }
   if (decision.below_normal) {
     Log(LogLevel::kInfo,

@@ -171,6 +171,30 @@ TEST_CASE("gpuprio's value inherited by a normal or high process is withdrawn, s
     CHECK(r.values.at("mps_client_priority_at_init") == "unset");
     CHECK(r.gpuprio_lines.empty());
   }
+  // Not scheduling, or the setting off: gpuprio would not set it there, so its value goes too.
+  for (const auto& [mode, setting] : {std::pair<const char*, const char*>{"passthrough", "auto"},
+                                      {"off", "auto"},
+                                      {"schedule", "off"}}) {
+    const ProbeResult r = Probe(mode, {{"GPUPRIO_PRIORITY", "low"},
+                                       {"GPUPRIO_MPS_CLIENT_PRIORITY", setting},
+                                       {"CUDA_MPS_CLIENT_PRIORITY", "1"},
+                                       {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}});
+    INFO(mode << " " << setting << "\n" << r.stderr_text);
+    CHECK(r.values.at("mps_client_priority_at_main") == "unset");
+    CHECK(r.values.at("mps_client_priority_mark_at_main") == "unset");
+  }
+  // Said at info, with how to keep it.
+  const ProbeResult said = Probe("schedule",
+                                 {{"GPUPRIO_PRIORITY", "high"},
+                                  {"GPUPRIO_LOG", "info"},
+                                  {"CUDA_MPS_CLIENT_PRIORITY", "1"},
+                                  {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
+                                 "cuda-first");
+  CHECK(absl::StrContains(said.stderr_text,
+                          "gpuprio: info: removed CUDA_MPS_CLIENT_PRIORITY=1 set by gpuprio in a "
+                          "parent process: this process (priority 1, mode schedule) runs as a "
+                          "normal MPS client; unset GPUPRIO_MPS_CLIENT_PRIORITY_SET to keep the "
+                          "value"));
   // A low child keeps it as it is.
   const ProbeResult low = Probe("schedule",
                                 {{"GPUPRIO_PRIORITY", "low"},

@@ -120,19 +120,44 @@ TEST_CASE("The mark does not make the user's value gpuprio's", "[hook][mps]") {
     CHECK_FALSE(d.below_normal);
     CHECK_FALSE(d.warning.has_value());
   }
+  // ... and the stale mark goes, so that a later deliberate 1 is not taken for gpuprio's.
+  CHECK(DecideMpsClientPriority(WithPriority(1), "0", true).clear_mark);
+  CHECK(DecideMpsClientPriority(WithPriority(-1), "0", true).clear_mark);
   // The user removed the variable and left the mark: as if unset.
-  CHECK(DecideMpsClientPriority(WithPriority(-1), std::nullopt, true).set_value == "1");
+  const MpsClientPriorityDecision low =
+      DecideMpsClientPriority(WithPriority(-1), std::nullopt, true);
+  CHECK(low.set_value == "1");
+  CHECK_FALSE(low.clear_mark);  // set again, with the mark
   const MpsClientPriorityDecision high =
       DecideMpsClientPriority(WithPriority(1), std::nullopt, true);
   CHECK_FALSE(high.withdraw);
   CHECK_FALSE(high.set_value.has_value());
-  // Off and the other modes leave even gpuprio's value alone.
-  Config off = WithPriority(1);
+  CHECK(high.clear_mark);
+  // Without the mark there is no mark to clear.
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), "0", false).clear_mark);
+  CHECK_FALSE(DecideMpsClientPriority(WithPriority(1), std::nullopt, false).clear_mark);
+}
+
+TEST_CASE("gpuprio's inherited value is withdrawn wherever gpuprio would not set it",
+          "[hook][mps]") {
+  // A low process with the setting off, or not scheduling: gpuprio would not give it the value,
+  // so the one a low launcher's gpuprio set goes; a value without the mark stays.
+  Config off = WithPriority(-1);
   off.mps_client_priority = false;
-  CHECK_FALSE(DecideMpsClientPriority(off, "1", true).withdraw);
-  Config passthrough = WithPriority(1);
-  passthrough.mode = Mode::kPassthrough;
-  CHECK_FALSE(DecideMpsClientPriority(passthrough, "1", true).withdraw);
+  CHECK(DecideMpsClientPriority(off, "1", true).withdraw);
+  CHECK_FALSE(DecideMpsClientPriority(off, "1", false).withdraw);
+  CHECK_FALSE(DecideMpsClientPriority(off, "1", false).warning.has_value());
+  for (const Mode mode : {Mode::kPassthrough, Mode::kOff}) {
+    Config config = WithPriority(-1);
+    config.mode = mode;
+    const MpsClientPriorityDecision d = DecideMpsClientPriority(config, "1", true);
+    CHECK(d.withdraw);
+    CHECK_FALSE(d.below_normal);
+    CHECK_FALSE(DecideMpsClientPriority(config, "1", false).withdraw);
+    // Not scheduling: no warning about the user's value either.
+    config.default_priority = 1;
+    CHECK_FALSE(DecideMpsClientPriority(config, "1", false).warning.has_value());
+  }
 }
 
 TEST_CASE("At load only the three settings the decision needs are read, silently",

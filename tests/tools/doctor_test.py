@@ -379,6 +379,29 @@ class CleanSegmentsTest(ShmDirTestCase):
         self.assertEqual(done.stdout, f"0 segments removed, 0 kept ({self.shm_dir})\n")
 
 
+class ProbeEnvironmentTest(unittest.TestCase):
+    """The environment doctor's probe children get (doctor_checks.probe_environment)."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.dirname(CLI))
+        from gpuprio_cli import doctor_checks  # noqa: E402 (found next to the CLI)
+        self.probe_environment = doctor_checks.probe_environment
+
+    def test_gpuprios_mps_client_priority_goes_with_its_mark(self):
+        shell = {"PATH": "/usr/bin", "GPUPRIO_PRIORITY": "low", "CUDA_MPS_CLIENT_PRIORITY": "1",
+                 "GPUPRIO_MPS_CLIENT_PRIORITY_SET": "1", "LD_PRELOAD": "/x/libgpuprio.so"}
+        self.assertEqual(self.probe_environment(shell, "/lib/libgpuprio.so"),
+                         {"PATH": "/usr/bin", "LD_PRELOAD": "/lib/libgpuprio.so"})
+
+    def test_the_users_mps_client_priority_stays(self):
+        for value, mark in (("1", None), ("0", "1")):
+            shell = {"CUDA_MPS_CLIENT_PRIORITY": value}
+            if mark is not None:
+                shell["GPUPRIO_MPS_CLIENT_PRIORITY_SET"] = mark
+            self.assertEqual(self.probe_environment(shell, None),
+                             {"CUDA_MPS_CLIENT_PRIORITY": value})
+
+
 if __name__ == "__main__":
     for name, value in (("GPUPRIO_TEST_LIB", LIB), ("GPUPRIO_TEST_FAKE_CUDA", FAKE_CUDA),
                         ("GPUPRIO_TEST_ENV_DUMP", ENV_DUMP)):

@@ -44,10 +44,16 @@ start_proc() {
   while [[ $# -gt 0 && "$1" != "--" ]]; do envs+=("$1"); shift; done
   shift
   echo "${envs[*]} $*" >"$work/$tag.cmd"
+  # The MPS client priority gpuprio set (and marked) in this script's own process, if it runs
+  # under gpuprio, is not the process's to inherit: each process's gpuprio decides its own.
+  local -a mps_unset=()
+  if [[ "${GPUPRIO_MPS_CLIENT_PRIORITY_SET:-}" == 1 && "${CUDA_MPS_CLIENT_PRIORITY:-}" == 1 ]]; then
+    mps_unset=(-u CUDA_MPS_CLIENT_PRIORITY -u GPUPRIO_MPS_CLIENT_PRIORITY_SET)
+  fi
   # setsid execs (no fork: a background child of a script is not a group leader), so $! is the
   # new session's and process group's id; timeout's own setpgid then fails harmlessly.
   setsid timeout -k 5 "$tmo" env -u LD_PRELOAD -u GPUPRIO_MODE -u GPUPRIO_PRIORITY -u GPUPRIO_DOMAIN \
-    -u GPUPRIO_COORDINATE -u GPUPRIO_TRACE "${envs[@]}" "$@" >"$work/$tag.out" 2>"$work/$tag.err" </dev/null &
+    -u GPUPRIO_COORDINATE -u GPUPRIO_TRACE "${mps_unset[@]}" "${envs[@]}" "$@" >"$work/$tag.out" 2>"$work/$tag.err" </dev/null &
   started_pid=$!
   live_groups+=("$started_pid")
 }

@@ -152,9 +152,14 @@ def run_probe(code, env, args=(), timeout=PROBE_TIMEOUT_S):
 
 def probe_environment(environ, preload):
     """The environment for a probe child: this one without any GPUPRIO_* variable and without
-    gpuprio in LD_PRELOAD (a shell that ran `eval "$(gpuprio env)"`), `preload` instead."""
+    gpuprio in LD_PRELOAD (a shell that ran `eval "$(gpuprio env)"`), `preload` instead. The MPS
+    client priority that gpuprio set (and marked) in this shell goes too: without its mark it
+    would read as the user's."""
     env = {k: v for k, v in environ.items()
            if not k.startswith("GPUPRIO_") and k != "LD_PRELOAD"}
+    if (environ.get("GPUPRIO_MPS_CLIENT_PRIORITY_SET", "").strip() == "1"
+            and environ.get("CUDA_MPS_CLIENT_PRIORITY", "").strip() == "1"):
+        env.pop("CUDA_MPS_CLIENT_PRIORITY", None)
     kept = [e for e in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
             if e and os.path.basename(e) != LIB_NAME]
     if preload:
