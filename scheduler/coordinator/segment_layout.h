@@ -129,8 +129,9 @@ inline int LevelStampWithin(uint64_t word, int64_t now_ns, int64_t window_ns, in
 // Stamps `priority` at `now_ns` into `word` (LevelStampWord's format; any clock, as long as the
 // word's readers use the same one), so that the word keeps the highest level noted within the last
 // `keep_ns`: a lower level does not replace a higher one stamped less than `keep_ns` before, and a
-// level's own stamp is rewritten only once `refresh_ns` has passed. Anything else in the word (0,
-// a key that is no level, a time ahead of `now_ns`) is replaced. Lock-free; any thread or process.
+// level's own stamp is rewritten only once `refresh_ns` has passed; 0 for either keeps nothing,
+// even a stamp of the same microsecond. Anything else in the word (0, a key that is no level, a
+// time ahead of `now_ns`) is replaced. Lock-free; any thread or process.
 inline void NoteLevelStamp(std::atomic<uint64_t>& word, int priority, int64_t now_ns,
                            int64_t keep_ns, int64_t refresh_ns) {
   const uint64_t stamp = LevelStampWord(now_ns, priority);
@@ -142,7 +143,7 @@ inline void NoteLevelStamp(std::atomic<uint64_t>& word, int priority, int64_t no
     const int64_t stands_ns = seen_priority > priority    ? keep_ns
                               : seen_priority == priority ? refresh_ns
                                                           : -1;
-    if (stands_ns >= 0 &&
+    if (stands_ns > 0 &&
         LevelStampWithin(seen, now_ns, stands_ns, /*future_ns=*/0) != kNoPriority) {
       return;
     }

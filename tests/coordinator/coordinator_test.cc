@@ -258,6 +258,13 @@ TEST_CASE("A level stamp keeps the highest level noted within its window", "[coo
   word.store(LevelStampWord(kT + 10'000'000'000, 5));  // a higher level from the future: replaced
   NoteLevelStamp(word, 0, kT, kKeep, 1'000'000);
   CHECK(level() == 0);
+  // Nothing kept (the request gap off): a lower level replaces a higher one even within the
+  // same microsecond, as two drops in a row on a fast machine are.
+  NoteLevelStamp(word, 2, kT + 20'000'000, 0, 0);
+  NoteLevelStamp(word, 1, kT + 20'000'100, 0, 0);
+  CHECK(level() == 1);
+  NoteLevelStamp(word, 1, kT + 20'000'200, 0, 0);  // its own, refresh 0: rewritten
+  CHECK(level() == 1);
 }
 
 TEST_CASE("A lower level's drop does not hide a higher one's within the request gap",
