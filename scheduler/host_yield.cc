@@ -10,7 +10,7 @@
 namespace gpuprio::scheduler {
 namespace internal_host_yield {
 
-GPUPRIO_THREAD_LOCAL ThreadState t_host_yield = {0, kMinPriority - 1, 0, 0, 0};
+GPUPRIO_THREAD_LOCAL ThreadState t_host_yield = {0, kMinPriority - 1, 0, 0, 0, false};
 
 }  // namespace internal_host_yield
 namespace {
@@ -62,17 +62,18 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
   // counted are more than this thread's own), and lately, or its work is still running: a
   // thread that launched and now waits for its result (a token copied to the host) launches
   // again as soon as it has it, and needs the interpreter lock at that moment.
-  const bool launched_lately =
-      last.owner == id_ && last.priority == priority &&
-      launches - last.launches_above > last.own_above &&
-      (now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_) || BusyAbove(priority));
-  last = {id_, priority, launches, now_ns, 0};
+  // A thread that launches above this level itself may be waiting for its own work there, so
+  // for it only launches count.
+  const bool same_owner = last.owner == id_;
+  const bool watch_work = !(same_owner && last.launched_above);
+  const bool launched_lately = same_owner && last.priority == priority &&
+                               launches - last.launches_above > last.own_above &&
+                               (now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_) ||
+                                (watch_work && BusyAbove(priority)));
+  last = {id_, priority, launches, now_ns, 0, same_owner && last.launched_above};
   if (!launched_lately) return 0;
   PriorityLevelStats& level = levels_->At(priority);
-  if (level.in_flight_estimated_ns.load(std::memory_order_relaxed) < max_wait_ns_ &&
-      level.ops_unissued.load(std::memory_order_relaxed) < held_backlog_ops_) {
-    return 0;
-  }
+  if (!WorkToSpare(level)) return 0;
   // Sleeps of half the quiet time: the wait ends at most that long after the important thread's
   // last launch or its work's end, and each sleep is long enough for the thread it makes way
   // for to run.
@@ -83,10 +84,11 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
     SleepNs(std::min(step_ns, deadline - t));
     t = SteadyNowNs();
     const uint64_t seen = LaunchesAbove(priority);
-    if (seen == launches && !BusyAbove(priority)) break;  // quiet for a step
+    if (seen == launches && !(watch_work && BusyAbove(priority))) break;  // quiet for a step
     launches = seen;
+    if (!WorkToSpare(level)) break;  // its backlog drained: the GPU may need its next ops
   }
-  last = {id_, priority, launches, t, 0};
+  last = {id_, priority, launches, t, 0, t_host_yield.launched_above};
   const uint64_t waited = static_cast<uint64_t>(t - now_ns);
   level.host_yields.fetch_add(1, std::memory_order_relaxed);
   level.host_yield_ns_sum.fetch_add(waited, std::memory_order_relaxed);

@@ -22,6 +22,9 @@ struct ThreadState {
   uint64_t launches_above;
   int64_t at_ns;
   uint64_t own_above;
+  // It ever launched above the level of its queued op: the work in flight above may be its own,
+  // so only other threads' launches make it wait.
+  bool launched_above;
 };
 extern GPUPRIO_THREAD_LOCAL ThreadState t_host_yield;
 
@@ -34,18 +37,23 @@ class HostYield {
   HostYield(PriorityLevels* levels, uint64_t max_wait_ns, uint64_t quiet_ns,
             int64_t held_backlog_ops);
 
-  // After the calling thread queued an op of `priority` at `now_ns` (its submit time). Waits
-  // while a more important level of this process launched within `quiet_ns` (seen as the
-  // levels' op counters changing; the fast path reads no precise clock) or has work on the GPU,
-  // as long as the wait idles no SM: this level has at least `max_wait_ns` of estimated GPU work
-  // in flight, or `held_backlog_ops` ops queued and not issued (the policy is holding them, so
-  // running ahead of them gains nothing). Returns how long it waited (ns).
+  // After the calling thread queued a kernel launch of `priority` at `now_ns` (its submit time).
+  // Waits while a more important level of this process launched within `quiet_ns` (seen as the
+  // levels' op counters changing; the fast path reads no precise clock) or, for a thread that
+  // never launched above this level itself, has work on the GPU; and only while this level has
+  // work to spare, checked at every step: at least `max_wait_ns` of estimated GPU work in
+  // flight, or `held_backlog_ops` ops queued and not issued (most often held by the policy, so
+  // running ahead of them gains nothing). Both counts are the process's, over all devices.
+  // Returns how long it waited (ns).
   uint64_t AfterQueued(int priority, int64_t now_ns);
 
   // The calling thread launched an op of `priority` (queued, on the fast path, or inline).
   static void NoteOwnLaunch(int priority) {
     internal_host_yield::ThreadState& t = internal_host_yield::t_host_yield;
-    if (priority > t.priority) ++t.own_above;
+    if (priority > t.priority) {
+      ++t.own_above;
+      t.launched_above = true;
+    }
   }
 
   // The ops submitted or issued on their callers at every level above `priority`: it changes
@@ -53,6 +61,13 @@ class HostYield {
   uint64_t LaunchesAbove(int priority) const;
   // Whether a level above `priority` has work in flight on the GPU (any device).
   bool BusyAbove(int priority) const;
+
+ private:
+  // Whether `level` has enough work queued or in flight that its thread's wait idles no SM.
+  bool WorkToSpare(const PriorityLevelStats& level) const {
+    return level.in_flight_estimated_ns.load(std::memory_order_relaxed) >= max_wait_ns_ ||
+           level.ops_unissued.load(std::memory_order_relaxed) >= held_backlog_ops_;
+  }
 
  private:
   PriorityLevels* const levels_;

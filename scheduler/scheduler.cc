@@ -213,8 +213,11 @@ void Scheduler::Submit(Op* op) {
     op->launch_counter->fetch_add(1, std::memory_order_acq_rel);
   }
   HostYield::NoteOwnLaunch(priority);
+  const bool launch = op->cost_key != nullptr;
   op->stream->dispatcher->Submit(op);  // `op` belongs to the dispatcher from here on
-  host_yield_.AfterQueued(priority, submit_ns);
+  // Only after kernel launches: an event record or a copy may be made under a lock of the
+  // application's (the caching allocator records events under its own), which a wait would hold.
+  if (launch) host_yield_.AfterQueued(priority, submit_ns);
 }
 
 bool Scheduler::MayIssueDirect(const StreamState* stream, int priority, bool may_pass_queued) {

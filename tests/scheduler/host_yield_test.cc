@@ -146,8 +146,11 @@ TEST_CASE("HostYield: the important level's work still running keeps the wait go
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     levels.At(kHigh).in_flight_ops.store(0);  // the important work ends
   });
+  // The submit time is read before the completer's clock starts, so a stall in between only
+  // lengthens the measured wait.
+  const int64_t submitted = SteadyNowNs();
   waiting.store(true);
-  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  const uint64_t waited = yield.AfterQueued(kLow, submitted);
   completer.join();
   // It waited for the work to end (1.2 s), not for one quiet step (0.2 s), and not to the bound.
   CHECK(waited >= 1100 * kMs);
@@ -172,6 +175,62 @@ TEST_CASE("HostYield: ops held in the queue stand in for work in flight",
   CHECK(waited >= 200 * kMs);  // one quiet step
   CHECK(waited < 4000 * kMs);
   CHECK(levels.At(kLow).host_yields.load() == 1);
+}
+
+TEST_CASE("HostYield: work in flight above does not start a wait without a launch since",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 10000 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
+  levels.At(kHigh).in_flight_ops.store(1);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  // The important level's work is running, but it launched nothing since this thread's last op.
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  CHECK(levels.At(kLow).host_yields.load() == 0);
+}
+
+TEST_CASE("HostYield: a thread that launches above itself does not wait for work in flight there",
+          "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 10000 * kMs);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
+  // Its previous low op long ago; since then it launched at the high level itself (its work is
+  // what is in flight there), and another thread launched there too.
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs() - 2000 * kMs) == 0);
+  HostYield::NoteOwnLaunch(kHigh);
+  Launch(&levels);
+  Launch(&levels);
+  levels.At(kHigh).in_flight_ops.store(1);
+  // Only a launch within the quiet time would make it wait: the work in flight does not.
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  CHECK(levels.At(kLow).host_yields.load() == 0);
+}
+
+TEST_CASE("HostYield: the wait ends when the level's backlog drains", "[scheduler][host_yield]") {
+  PriorityLevels levels;
+  Prepare(&levels, 0);
+  HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
+  levels.At(kLow).ops_unissued.store(kBacklog);
+  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+  std::atomic<bool> stop{false};
+  std::thread launcher([&] {  // the important thread keeps launching: only the drain ends it
+    while (!stop.load()) {
+      Launch(&levels);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::thread drainer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    levels.At(kLow).ops_unissued.store(0);  // the hold lifted and its ops were issued
+  });
+  const uint64_t seen = levels.At(kHigh).ops_on_caller.load();
+  while (levels.At(kHigh).ops_on_caller.load() == seen) std::this_thread::yield();
+  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
+  stop.store(true);
+  launcher.join();
+  drainer.join();
+  CHECK(waited > 0);
+  CHECK(waited < 4500 * kMs);  // not to the 5 s bound
 }
 
 }  // namespace
