@@ -11,6 +11,7 @@ namespace gpuprio::hook {
 namespace {
 
 constexpr char kBelowNormal[] = "1";
+constexpr char kMarkValue[] = "1";
 
 std::optional<absl::string_view> Current() {
   const char* value = std::getenv(kMpsClientPriorityVariable);
@@ -19,7 +20,7 @@ std::optional<absl::string_view> Current() {
 
 bool Marked() {
   const char* mark = GpuprioGetenv(kMpsClientPriorityMark);
-  return mark != nullptr && absl::StripAsciiWhitespace(mark) == "1";
+  return mark != nullptr && absl::StripAsciiWhitespace(mark) == kMarkValue;
 }
 
 // gpuprio's inherited value that the load removed, for the start to say so (the load logs
@@ -30,7 +31,7 @@ bool g_withdrawn_at_load = false;
 bool ChangeEnvironment(const MpsClientPriorityDecision& decision) {
   if (decision.set_value.has_value()) {
     return setenv(kMpsClientPriorityVariable, decision.set_value->c_str(), /*overwrite=*/1) == 0 &&
-           setenv(kMpsClientPriorityMark, "1", /*overwrite=*/1) == 0;
+           setenv(kMpsClientPriorityMark, kMarkValue, /*overwrite=*/1) == 0;
   }
   if (decision.withdraw) {
     return unsetenv(kMpsClientPriorityVariable) == 0 && unsetenv(kMpsClientPriorityMark) == 0;

@@ -65,12 +65,13 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
   // A thread that launches above this level itself may be waiting for its own work there, so
   // for it only launches count.
   const bool same_owner = last.owner == id_;
-  const bool watch_work = !(same_owner && last.launched_above);
+  const bool launched_above = same_owner && last.launched_above;
+  const bool watch_work = !launched_above;
   const bool launched_lately = same_owner && last.priority == priority &&
                                launches - last.launches_above > last.own_above &&
                                (now_ns - last.at_ns <= static_cast<int64_t>(quiet_ns_) ||
                                 (watch_work && BusyAbove(priority)));
-  last = {id_, priority, launches, now_ns, 0, same_owner && last.launched_above};
+  last = {id_, priority, launches, now_ns, 0, launched_above};
   if (!launched_lately) return 0;
   PriorityLevelStats& level = levels_->At(priority);
   if (!WorkToSpare(level)) return 0;
@@ -88,7 +89,7 @@ uint64_t HostYield::AfterQueued(int priority, int64_t now_ns) {
     launches = seen;
     if (!WorkToSpare(level)) break;  // its backlog drained: the GPU may need its next ops
   }
-  last = {id_, priority, launches, t, 0, t_host_yield.launched_above};
+  last = {id_, priority, launches, t, 0, launched_above};
   const uint64_t waited = static_cast<uint64_t>(t - now_ns);
   level.host_yields.fetch_add(1, std::memory_order_relaxed);
   level.host_yield_ns_sum.fetch_add(waited, std::memory_order_relaxed);

@@ -69,7 +69,6 @@ class HostYield {
            level.ops_unissued.load(std::memory_order_relaxed) >= held_backlog_ops_;
   }
 
- private:
   PriorityLevels* const levels_;
   const uint64_t max_wait_ns_;
   const uint64_t quiet_ns_;

@@ -132,6 +132,14 @@ TEST_CASE("A low process reaches the driver as a below-normal MPS client; others
             .values.at("mps_client_priority_at_init") == "1");
 }
 
+// `settings` plus what a process started by a low launcher under gpuprio inherits: gpuprio's
+// below-normal MPS client priority and its mark.
+Env InheritedFromGpuprio(Env settings) {
+  settings.emplace_back("CUDA_MPS_CLIENT_PRIORITY", "1");
+  settings.emplace_back("GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1");
+  return settings;
+}
+
 TEST_CASE("The MPS client priority is in the environment before main, with gpuprio's mark",
           "[hook][config][mps]") {
   // Set by the library's constructor, while the process has one thread: no thread of the
@@ -160,11 +168,8 @@ TEST_CASE("gpuprio's value inherited by a normal or high process is withdrawn, s
           "[hook][config][mps]") {
   // A server started by a low launcher's script inherits the launcher's value and mark.
   for (const char* priority : {"high", "normal"}) {
-    const ProbeResult r = Probe("schedule",
-                                {{"GPUPRIO_PRIORITY", priority},
-                                 {"CUDA_MPS_CLIENT_PRIORITY", "1"},
-                                 {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
-                                "cuda-first");
+    const ProbeResult r =
+        Probe("schedule", InheritedFromGpuprio({{"GPUPRIO_PRIORITY", priority}}), "cuda-first");
     INFO(priority << "\n" << r.stderr_text);
     CHECK(r.values.at("mps_client_priority_at_main") == "unset");
     CHECK(r.values.at("mps_client_priority_mark_at_main") == "unset");
@@ -175,32 +180,25 @@ TEST_CASE("gpuprio's value inherited by a normal or high process is withdrawn, s
   for (const auto& [mode, setting] : {std::pair<const char*, const char*>{"passthrough", "auto"},
                                       {"off", "auto"},
                                       {"schedule", "off"}}) {
-    const ProbeResult r = Probe(mode, {{"GPUPRIO_PRIORITY", "low"},
-                                       {"GPUPRIO_MPS_CLIENT_PRIORITY", setting},
-                                       {"CUDA_MPS_CLIENT_PRIORITY", "1"},
-                                       {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}});
+    const ProbeResult r =
+        Probe(mode, InheritedFromGpuprio(
+                        {{"GPUPRIO_PRIORITY", "low"}, {"GPUPRIO_MPS_CLIENT_PRIORITY", setting}}));
     INFO(mode << " " << setting << "\n" << r.stderr_text);
     CHECK(r.values.at("mps_client_priority_at_main") == "unset");
     CHECK(r.values.at("mps_client_priority_mark_at_main") == "unset");
   }
   // Said at info, with how to keep it.
-  const ProbeResult said = Probe("schedule",
-                                 {{"GPUPRIO_PRIORITY", "high"},
-                                  {"GPUPRIO_LOG", "info"},
-                                  {"CUDA_MPS_CLIENT_PRIORITY", "1"},
-                                  {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
-                                 "cuda-first");
+  const ProbeResult said = Probe(
+      "schedule", InheritedFromGpuprio({{"GPUPRIO_PRIORITY", "high"}, {"GPUPRIO_LOG", "info"}}),
+      "cuda-first");
   CHECK(absl::StrContains(said.stderr_text,
                           "gpuprio: info: removed CUDA_MPS_CLIENT_PRIORITY=1 set by gpuprio in a "
                           "parent process: this process (priority 1, mode schedule) runs as a "
                           "normal MPS client; unset GPUPRIO_MPS_CLIENT_PRIORITY_SET to keep the "
                           "value"));
   // A low child keeps it as it is.
-  const ProbeResult low = Probe("schedule",
-                                {{"GPUPRIO_PRIORITY", "low"},
-                                 {"CUDA_MPS_CLIENT_PRIORITY", "1"},
-                                 {"GPUPRIO_MPS_CLIENT_PRIORITY_SET", "1"}},
-                                "cuda-first");
+  const ProbeResult low =
+      Probe("schedule", InheritedFromGpuprio({{"GPUPRIO_PRIORITY", "low"}}), "cuda-first");
   CHECK(low.values.at("mps_client_priority_at_init") == "1");
   CHECK(low.gpuprio_lines.empty());
 }

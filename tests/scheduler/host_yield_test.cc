@@ -30,6 +30,39 @@ void Prepare(PriorityLevels* levels, uint64_t in_flight_ns) {
 
 void Launch(PriorityLevels* levels) { levels->At(kHigh).ops_on_caller.fetch_add(1); }
 
+// An important thread that keeps launching, `pause` apart, until destroyed.
+class KeepLaunching {
+ public:
+  KeepLaunching(PriorityLevels* levels, std::chrono::milliseconds pause)
+      : levels_(levels), thread_([this, pause] {
+          while (!stop_.load()) {
+            Launch(levels_);
+            if (pause.count() > 0) {
+              std::this_thread::sleep_for(pause);
+            } else {
+              std::this_thread::yield();
+            }
+          }
+        }) {}
+  ~KeepLaunching() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+  // Returns once it launched again after the call: a fixed sleep is not enough on a loaded
+  // sanitizer machine, where it may not run at all for a while (then nothing was launched since
+  // the caller's previous op, and the caller rightly does not wait).
+  void AwaitLaunch() const {
+    const uint64_t seen = levels_->At(kHigh).ops_on_caller.load();
+    while (levels_->At(kHigh).ops_on_caller.load() == seen) std::this_thread::yield();
+  }
+
+ private:
+  PriorityLevels* const levels_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: it starts once the members it reads exist
+};
+
 TEST_CASE("HostYield: no level above, or off, or no launch since the last op: no wait",
           "[scheduler][host_yield]") {
   PriorityLevels levels;
@@ -108,22 +141,13 @@ TEST_CASE("HostYield: while the important thread keeps launching, the wait lasts
   PriorityLevels levels;
   Prepare(&levels, 2000 * kMs);
   HostYield yield(&levels, 600 * kMs, 400 * kMs, kBacklog);
-  std::atomic<bool> stop{false};
-  std::thread launcher([&] {
-    while (!stop.load()) {
-      Launch(&levels);
-      std::this_thread::yield();
-    }
-  });
-  CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
-  // The launcher launches again after that call: a fixed sleep is not enough on a loaded
-  // sanitizer machine, where it may not run at all for a while (then nothing was launched since
-  // the caller's previous op, and it rightly does not wait).
-  const uint64_t seen = levels.At(kHigh).ops_on_caller.load();
-  while (levels.At(kHigh).ops_on_caller.load() == seen) std::this_thread::yield();
-  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
-  stop.store(true);
-  launcher.join();
+  uint64_t waited = 0;
+  {
+    const KeepLaunching launcher(&levels, std::chrono::milliseconds(0));
+    CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
+    launcher.AwaitLaunch();
+    waited = yield.AfterQueued(kLow, SteadyNowNs());
+  }
   CHECK(waited >= 600 * kMs);
   CHECK(waited < 10000 * kMs);
   // A thread of the important level itself never waits.
@@ -212,23 +236,18 @@ TEST_CASE("HostYield: the wait ends when the level's backlog drains", "[schedule
   HostYield yield(&levels, 5000 * kMs, 400 * kMs, kBacklog);
   levels.At(kLow).ops_unissued.store(kBacklog);
   CHECK(yield.AfterQueued(kLow, SteadyNowNs()) == 0);
-  std::atomic<bool> stop{false};
-  std::thread launcher([&] {  // the important thread keeps launching: only the drain ends it
-    while (!stop.load()) {
-      Launch(&levels);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  std::thread drainer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    levels.At(kLow).ops_unissued.store(0);  // the hold lifted and its ops were issued
-  });
-  const uint64_t seen = levels.At(kHigh).ops_on_caller.load();
-  while (levels.At(kHigh).ops_on_caller.load() == seen) std::this_thread::yield();
-  const uint64_t waited = yield.AfterQueued(kLow, SteadyNowNs());
-  stop.store(true);
-  launcher.join();
-  drainer.join();
+  uint64_t waited = 0;
+  {
+    // The important thread keeps launching: only the drain ends the wait.
+    const KeepLaunching launcher(&levels, std::chrono::milliseconds(20));
+    std::thread drainer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      levels.At(kLow).ops_unissued.store(0);  // the hold lifted and its ops were issued
+    });
+    launcher.AwaitLaunch();
+    waited = yield.AfterQueued(kLow, SteadyNowNs());
+    drainer.join();
+  }
   CHECK(waited > 0);
   CHECK(waited < 4500 * kMs);  // not to the 5 s bound
 }
